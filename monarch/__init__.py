@@ -1,0 +1,1 @@
+"""monarch: the Monarch single-controller programming model on Dask transport."""
