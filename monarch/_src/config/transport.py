@@ -1,0 +1,96 @@
+"""Channel transports: the enum Monarch exposes and the strings users may write instead.
+
+`enable_transport(...)` and the `default_transport` config key both take either a
+`ChannelTransport` member or a string. Keyword strings ("tcp", "ipc", ...) map to members; an
+explicit listen address ("tcp://host:port", "tls://host:port") is kept as a string because it
+carries information (the address) that no member can hold.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ChannelTransport", "parse_transport"]
+
+
+class ChannelTransport(enum.Enum):
+    """How procs reach each other. Members pickle by value, so they cross process boundaries."""
+
+    Unix = "unix"
+    TcpWithLocalhost = "tcp-localhost"
+    TcpWithHostname = "tcp"
+    MetaTlsWithHostname = "metatls-hostname"
+    MetaTlsWithIpV6 = "metatls"
+    Tls = "tls"
+    Local = "local"
+
+    def __repr__(self) -> str:
+        return f"ChannelTransport.{self.name}"
+
+
+# Keyword spellings accepted by `parse_transport`, in the order error messages list them.
+_KEYWORDS: dict[str, ChannelTransport] = {
+    "tcp": ChannelTransport.TcpWithHostname,
+    "ipc": ChannelTransport.Unix,
+    "unix": ChannelTransport.Unix,
+    "metatls": ChannelTransport.MetaTlsWithIpV6,
+    "metatls-hostname": ChannelTransport.MetaTlsWithHostname,
+    "tls": ChannelTransport.Tls,
+    "local": ChannelTransport.Local,
+    "inproc": ChannelTransport.Local,
+}
+
+# Schemes whose explicit "scheme://host:port" form is kept verbatim.
+_ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls")
+
+
+def _accepted_forms() -> str:
+    keywords = ", ".join(repr(word) for word in _KEYWORDS)
+    addresses = ", ".join(f"'{scheme}://host:port'" for scheme in _ADDRESS_SCHEMES)
+    return f"{keywords}, or an explicit address such as {addresses}"
+
+
+def _invalid(value: str, why: str) -> ValueError:
+    return ValueError(
+        f"Invalid transport {value!r}: {why}. "
+        f"Use a ChannelTransport member or one of {_accepted_forms()}."
+    )
+
+
+def _check_address(value: str, rest: str) -> None:
+    """Validate the "host:port" part of an explicit address; IPv6 hosts are bracketed."""
+    host, sep, port = rest.rpartition(":")
+    if not sep or not host:
+        raise _invalid(value, "the address needs the form host:port")
+    if host.startswith("["):
+        if not host.endswith("]") or len(host) < 3:
+            raise _invalid(value, "an IPv6 host must be written as [addr]")
+    elif ":" in host:
+        raise _invalid(value, "an IPv6 host must be written as [addr]")
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise _invalid(value, f"port {port!r} is not a number between 0 and 65535")
+
+
+def parse_transport(value: ChannelTransport | str) -> ChannelTransport | str:
+    """Return the member for a keyword, the address itself for "tcp://h:p", or raise ValueError.
+
+    Keywords are matched case-insensitively after stripping whitespace; addresses are returned
+    stripped but otherwise untouched.
+    """
+    if isinstance(value, ChannelTransport):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(
+            f"A transport must be a ChannelTransport or a str, got {type(value).__name__}."
+        )
+    text = value.strip()
+    member = _KEYWORDS.get(text.lower())
+    if member is not None:
+        return member
+    scheme, sep, rest = text.partition("://")
+    if sep:
+        if scheme.lower() not in _ADDRESS_SCHEMES:
+            raise _invalid(value, f"scheme {scheme!r} is not supported")
+        _check_address(value, rest)
+        return text
+    raise _invalid(value, "it is neither a known keyword nor an address")

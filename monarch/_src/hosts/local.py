@@ -1,0 +1,256 @@
+"""The embedded local host: `this_host()` starts procs on this machine through a fork server.
+
+One `LocalHostAgent` per process (the controller, or an actor's proc that spawns procs of its
+own) owns one zygote (see `zygote.py`). A reader thread follows the zygote's replies: the pids of
+new procs and the exit of every child (the child watch), which fails the proc's rank at once
+unless it was asked to stop. Procs report `proc_ready` to the mailbox of the process that asked
+for them, which resolves their routing keys.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import subprocess
+import sys
+import threading
+from typing import Any, Callable
+
+from monarch._src.config import duration_seconds, runtime_snapshot
+from monarch._src.hosts.zygote import read_message, write_message
+from monarch._src.mesh.controller import root_address
+from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
+from monarch._src.mesh.proc_mesh import ProcTable
+from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.ports import OncePort
+from monarch._src.runtime.runtime import Runtime, get_runtime
+from monarch._src.shape import Shape, Slice
+from monarch._src.supervision.errors import SupervisionError
+
+__all__ = ["LocalHostAgent", "local_agent", "this_host"]
+
+_STOPPED_REPORT = "actor mesh is stopped due to proc mesh shutdown"
+
+
+class LocalHostAgent:
+    """Starts procs on this machine. Public methods run on any thread but the runtime loop."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self._lock = threading.Lock()
+        self._zygote: subprocess.Popen[bytes] | None = None  # started on first spawn
+        self._reply_fd = -1
+        self._ids = itertools.count()
+        self._pending: dict[str, tuple[ProcTable, int]] = {}  # proc id -> (table, rank)
+        self._by_pid: dict[int, tuple[ProcTable, int]] = {}  # pid -> (table, rank)
+        self._exited: dict[int, concurrent.futures.Future[str]] = {}  # pid -> exit status
+        self._tables: list[ProcTable] = []  # tables not yet stopped
+        self._closed = False
+        rt.mailbox.control["proc_ready"] = self._proc_ready
+        rt.shutdown_hooks.append(self.close)
+
+    # ---- the zygote -------------------------------------------------------------------------
+    def _ensure_zygote(self) -> None:
+        if self._zygote is not None:
+            return
+        reply_r, reply_w = os.pipe()
+        self._zygote = subprocess.Popen(
+            [sys.executable, "-m", "monarch._src.hosts.zygote", str(reply_w)],
+            stdin=subprocess.PIPE,
+            pass_fds=(reply_w,),
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+            cwd=os.getcwd(),
+        )
+        os.close(reply_w)
+        self._reply_fd = reply_r
+        threading.Thread(target=self._read_replies, name="monarch-host-agent", daemon=True).start()
+
+    def _send(self, msg: dict[str, Any]) -> None:
+        assert self._zygote is not None and self._zygote.stdin is not None
+        write_message(self._zygote.stdin.fileno(), msg)
+
+    def _read_replies(self) -> None:
+        while True:
+            try:
+                msg = read_message(self._reply_fd)
+            except OSError:
+                msg = None
+            if msg is None:
+                return
+            if "spawned" in msg:
+                with self._lock:
+                    for proc_id, pid in msg["spawned"]:
+                        where = self._pending.get(proc_id)
+                        if where is not None:
+                            self._by_pid[pid] = where
+                            where[0].pids[where[1]] = pid
+                        self._exited.setdefault(pid, concurrent.futures.Future())
+            elif "exit" in msg:
+                pid, status = msg["exit"], msg["status"]
+                with self._lock:
+                    fut = self._exited.setdefault(pid, concurrent.futures.Future())
+                if not fut.done():
+                    fut.set_result(status)
+                self.rt.call_soon(self._proc_exited, pid, status)
+
+    # ---- spawning ---------------------------------------------------------------------------
+    def spawn_procs(
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+    ) -> ProcTable:
+        n = len(hosts) * per_host
+        proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
+        table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
+        payload = encode(bootstrap) if bootstrap is not None else None
+        common = {
+            "controller": self.rt.address,
+            "root": root_address(self.rt),
+            "sys_path": list(sys.path),
+            "cwd": os.getcwd(),
+            "config": runtime_snapshot(),
+            "bootstrap": payload,
+        }
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("The local host agent was shut down; no procs can be started.")
+            for rank, proc_id in enumerate(proc_ids):
+                self._pending[proc_id] = (table, rank)
+            self._tables.append(table)
+            self._ensure_zygote()
+            self._send({"spawn": [{**common, "proc_id": p} for p in proc_ids]})
+        return table
+
+    def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        proc_id, addr, pid, error = args
+        with self._lock:
+            where = self._pending.pop(proc_id, None)
+        if where is None:
+            return
+        table, rank = where
+        key = PENDING_PREFIX + proc_id
+        if error is not None:
+            table.fail(rank, error)
+            self.rt.mailbox.mark_dead(key, SupervisionError(error))
+            return
+        table.resolve(rank, addr, pid)
+        self.rt.mailbox.resolve(key, addr)
+
+    def _proc_exited(self, pid: int, status: str) -> None:
+        """The child watch saw `pid` end (runtime loop)."""
+        with self._lock:
+            where = self._by_pid.pop(pid, None)
+        if where is None:
+            return
+        table, rank = where
+        key = table.keys[rank]
+        if table.stopped is not None:
+            err = SupervisionError(_STOPPED_REPORT)
+        else:
+            report = f"the process this actor was running on failed: {status}"
+            table.fail(rank, report)
+            err = SupervisionError(report)
+        self.rt.mailbox.mark_dead(key, err)
+
+    # ---- stopping ---------------------------------------------------------------------------
+    def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
+        if table.stopped is None:
+            table.stopped = reason
+        return self.rt.submit(self._stop(table, reason))
+
+    async def _stop(self, table: ProcTable, reason: str) -> None:
+        mailbox = self.rt.mailbox
+        waits = []
+        for rank, key in enumerate(table.keys):
+            if key.startswith(PENDING_PREFIX):
+                continue  # never came up, or not yet: killed below
+            mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
+            entry = OncePort()
+            port = mailbox.open_port(entry, (key,))
+            mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
+            waits.append(_settled(entry.cf))
+        timeout = duration_seconds("process_exit_timeout")
+        if waits:
+            await asyncio.wait(waits, timeout=timeout)
+        exits = []
+        with self._lock:
+            for pid in table.pids:
+                if pid is not None and pid in self._exited:
+                    exits.append(_settled(self._exited[pid]))
+            if table in self._tables:
+                self._tables.remove(table)
+        if exits:
+            _, pending = await asyncio.wait(exits, timeout=timeout)
+            if pending:
+                self._kill([p for p in table.pids if p is not None])
+                await asyncio.wait(exits, timeout=timeout)
+        for rank, key in enumerate(table.keys):
+            mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+
+    def _kill(self, pids: list[int]) -> None:
+        with self._lock:
+            if self._zygote is not None and self._zygote.poll() is None:
+                self._send({"kill": pids, "sig": 9})
+
+    def shutdown(self) -> concurrent.futures.Future[None]:
+        with self._lock:
+            tables = list(self._tables)
+        futures = [self.stop_procs(t, "host mesh shut down") for t in tables]
+
+        async def all_done() -> None:
+            if futures:
+                await asyncio.wait([asyncio.wrap_future(f) for f in futures])
+
+        return self.rt.submit(all_done())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop every proc, then the zygote (at exit: bounded by `timeout`)."""
+        if self._zygote is None or self._closed:
+            return
+        try:
+            self.shutdown().result(timeout=timeout)
+        except Exception:  # at exit, the zygote's stdin watch kills whatever is left
+            pass
+        with self._lock:
+            self._closed = True
+            zygote = self._zygote
+        if zygote.stdin is not None:
+            zygote.stdin.close()
+        try:
+            zygote.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            zygote.kill()
+
+
+def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
+    """A task that ends when `cf` does, whatever its outcome (nobody reads the outcome)."""
+
+    async def wait() -> None:
+        try:
+            await asyncio.wrap_future(cf)
+        except BaseException:
+            pass
+
+    return asyncio.get_running_loop().create_task(wait())
+
+
+_agent: LocalHostAgent | None = None
+_agent_lock = threading.Lock()
+
+
+def local_agent() -> LocalHostAgent:
+    global _agent
+    if _agent is None:
+        with _agent_lock:
+            if _agent is None:
+                _agent = LocalHostAgent(get_runtime())
+    return _agent
+
+
+def this_host() -> HostMesh:
+    """The host mesh (no dimensions) of this machine; `spawn_procs` forks real OS processes."""
+    return HostMesh._create(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])), True)
+
+
+set_current_host_factory(this_host)

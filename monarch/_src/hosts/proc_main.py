@@ -1,0 +1,83 @@
+"""The main program of a proc: a mailbox on the main thread, serving until told to stop.
+
+A host agent starts a proc with a spec (a dict): its id, the address of the controller that asked
+for it, the controller's `sys.path` and runtime config, and an optional bootstrap callable. The
+proc starts its transport, runs the bootstrap, reports `proc_ready` (or the bootstrap's failure)
+to the controller, then serves until a `stop_proc` arrives: it stops its actors (running their
+cleanups), answers, flushes what it still has to send, and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import Any
+
+from monarch._src.config import apply_snapshot
+import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
+from monarch._src.mesh.hosted import _STOP, HostedActor
+from monarch._src.runtime.envelope import CONTROL, decode
+from monarch._src.runtime.mailbox import Mailbox
+from monarch._src.runtime.ports import CountPort
+from monarch._src.runtime.runtime import install_proc_runtime
+
+__all__ = ["run_proc"]
+
+
+def run_proc(spec: dict[str, Any]) -> int:
+    """Serve as the proc described by `spec`; returns the exit status."""
+    sys.path[:] = spec["sys_path"]
+    try:
+        os.chdir(spec["cwd"])
+    except OSError:
+        pass
+    apply_snapshot(spec["config"])
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    mailbox = Mailbox(loop)
+    addr = loop.run_until_complete(mailbox.start(spec.get("listen", "tcp://127.0.0.1:0")))
+    rt = install_proc_runtime(loop, mailbox, spec["proc_id"])
+    rt.root_address = spec["root"]
+    controller = spec["controller"]
+    done: asyncio.Future[None] = loop.create_future()
+
+    def stop_proc(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        loop.create_task(_stop_everything(mailbox, args[0], reply, done))
+
+    mailbox.control["stop_proc"] = stop_proc
+    error = None
+    if spec.get("bootstrap") is not None:
+        try:
+            fn = decode(spec["bootstrap"])
+            result = fn()
+            if asyncio.iscoroutine(result):
+                loop.run_until_complete(result)
+        except BaseException as exc:  # reported to the controller, which fails the proc mesh
+            error = f"bootstrap of proc {spec['proc_id']} failed: {type(exc).__name__}: {exc}"
+    mailbox.post(controller, (CONTROL, "proc_ready", (spec["proc_id"], addr, os.getpid(), error),
+                              None))
+    loop.run_until_complete(done)
+    loop.run_until_complete(mailbox.transport.drain())
+    return 0
+
+
+async def _stop_everything(
+    mailbox: Mailbox, reason: str, reply: Any, done: asyncio.Future[None]
+) -> None:
+    actors = [a for a in mailbox.actors.values() if isinstance(a, HostedActor)
+              and not a.thread.stopped.is_set()]
+    if actors:
+        entry = CountPort(len(actors))
+        port = mailbox.open_port(entry)
+        for i, actor in enumerate(actors):
+            actor.thread.enqueue((_STOP, reason, port))
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(entry.cf), timeout=30)
+        except Exception:  # a cleanup that hangs or fails must not keep the proc alive
+            pass
+    if reply is not None:
+        mailbox.reply(reply, None)
+    await mailbox.transport.drain()
+    if not done.done():
+        done.set_result(None)

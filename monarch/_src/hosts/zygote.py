@@ -1,0 +1,174 @@
+"""The fork server of the embedded local host.
+
+Starting a Python process and importing the runtime costs most of a second; forking a process that
+already did costs milliseconds. The controller starts one zygote per process on first use; the
+zygote imports the proc runtime, then forks a proc per request.
+
+Protocol: requests arrive on stdin and replies leave on the fd given as argv[1], each a
+length-prefixed pickle. Requests: `{"spawn": [spec, ...]}` and `{"kill": [pid, ...], "sig": n}`.
+Replies: `{"spawned": [(proc_id, pid), ...]}` and `{"exit": pid, "status": text}` for each child
+that ended (the host agent's child watch). When stdin closes (the controller exited or died) the
+zygote kills its children and exits, so no proc outlives its controller; each child also asks the
+kernel to kill it if the zygote dies (PR_SET_PDEATHSIG).
+
+Rejected alternative: forking the controller itself. It may run threads (the runtime loop, a
+Jupyter kernel's) and hold locks a forked child would inherit locked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import select
+import signal
+import struct
+import sys
+from typing import Any
+
+_HEADER = struct.Struct("!Q")
+_PR_SET_PDEATHSIG = 1
+
+
+def write_message(fd: int, obj: Any) -> None:
+    data = pickle.dumps(obj)
+    msg = _HEADER.pack(len(data)) + data
+    view = memoryview(msg)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = os.read(fd, n)
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(fd: int) -> Any:
+    head = read_exact(fd, _HEADER.size)
+    if head is None:
+        return None
+    body = read_exact(fd, _HEADER.unpack(head)[0])
+    return None if body is None else pickle.loads(body)
+
+
+def describe_status(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return f"Killed(sig={sig})"
+    return f"Exited({os.waitstatus_to_exitcode(status)})"
+
+
+def _set_pdeathsig() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except Exception:  # not Linux: the zygote's stdin watch still ends orphans
+        pass
+
+
+def _child(spec: dict[str, Any], close_fds: list[int]) -> None:
+    status = 1
+    try:
+        for fd in close_fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        signal.set_wakeup_fd(-1)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
+        _set_pdeathsig()
+        if os.getppid() == 1:
+            os._exit(1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+        from monarch._src.hosts.proc_main import run_proc
+
+        status = run_proc(spec)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+
+def main() -> None:
+    reply_fd = int(sys.argv[1])
+    cmd_fd = sys.stdin.fileno()
+    # Preload what every proc needs, once, before any fork.
+    import monarch._src.hosts.proc_main  # noqa: F401
+
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    children: set[int] = set()
+
+    def reap() -> None:
+        while children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.discard(pid)
+            write_message(reply_fd, {"exit": pid, "status": describe_status(status)})
+
+    try:
+        while True:
+            ready, _, _ = select.select([cmd_fd, wake_r], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 4096)
+                reap()
+            if cmd_fd not in ready:
+                continue
+            msg = read_message(cmd_fd)
+            if msg is None:
+                break
+            if "spawn" in msg:
+                spawned = []
+                for spec in msg["spawn"]:
+                    pid = os.fork()
+                    if pid == 0:
+                        _child(spec, [cmd_fd, reply_fd, wake_r, wake_w])
+                    children.add(pid)
+                    spawned.append((spec["proc_id"], pid))
+                write_message(reply_fd, {"spawned": spawned})
+            elif "kill" in msg:
+                for pid in msg["kill"]:
+                    if pid in children:
+                        try:
+                            os.kill(pid, msg.get("sig", signal.SIGKILL))
+                        except ProcessLookupError:
+                            pass
+            reap()
+    finally:
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for pid in list(children):
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+
+
+if __name__ == "__main__":
+    main()

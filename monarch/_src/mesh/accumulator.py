@@ -1,0 +1,42 @@
+"""`Accumulator`: a client-side left fold over an endpoint's streamed replies."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Generic, TypeVar
+
+from monarch._src.mesh.endpoint import Endpoint
+from monarch._src.runtime.future import Future
+
+__all__ = ["Accumulator"]
+
+R = TypeVar("R")
+A = TypeVar("A")
+
+
+class Accumulator(Generic[R, A]):
+    """`Accumulator(endpoint, identity, combine).accumulate(*args)` folds the replies of
+    `endpoint.stream(*args)` in arrival order, starting from `identity`."""
+
+    def __init__(self, endpoint: Endpoint[R], identity: A, combine: Callable[[A, R], A]) -> None:
+        if not isinstance(endpoint, Endpoint):
+            raise TypeError(
+                f"Accumulator needs an endpoint of an actor mesh (mesh.method), not "
+                f"{type(endpoint).__name__}."
+            )
+        self._endpoint = endpoint
+        self._identity = identity
+        self._combine = combine
+
+    def accumulate(self, *args: Any, **kwargs: Any) -> Future[A]:
+        futures = list(self._endpoint.stream(*args, **kwargs))
+        if not futures:
+            return Future._from_value(self._identity)
+
+        def fold(_: Any) -> A:
+            acc = self._identity
+            for fut in futures:  # the stream's k-th future is the k-th reply to arrive
+                acc = self._combine(acc, fut.get())
+            return acc
+
+        # Stream futures complete in order, so the last one completing means all did.
+        return Future._create(futures[-1]._cf, fold)

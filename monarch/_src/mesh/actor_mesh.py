@@ -1,0 +1,174 @@
+"""`ActorMesh`: one actor per proc of a proc mesh, addressed by named dimensions.
+
+The mesh that `spawn` returns is *owned* by the spawner; slices and unpickled copies are
+*references*: full messaging, no `stop`. The actors of one mesh share one key in every proc's
+mailbox; a rank's address is its proc's address plus that key.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from monarch._src.mesh.actor import endpoints_of
+from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
+from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.ports import CountPort, GatherPort
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.shape import MeshTrait, Shape
+from monarch._src.supervision.errors import SupervisionError
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcMesh
+
+__all__ = ["ActorMesh", "RESERVED_NAMES"]
+
+T = TypeVar("T")
+
+
+class ActorMesh(MeshTrait, Generic[T]):
+    """A mesh of actors of one class; attributes named after its endpoints are `Endpoint`s."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "ActorMesh cannot be constructed directly. Spawn one with "
+            "proc_mesh.spawn(name, ActorClass, *args)."
+        )
+
+    @classmethod
+    def _create(
+        cls,
+        actor_class: type,
+        name: str,
+        key: str,
+        proc_mesh: ProcMesh,
+        shape: Shape,
+        owned: bool,
+    ) -> ActorMesh[Any]:
+        mesh = object.__new__(cls)
+        mesh._class = actor_class
+        mesh._name = name  # spawn name
+        mesh._key = key  # the actors' key in every proc's mailbox
+        mesh._proc_mesh = proc_mesh  # the (root) proc mesh the actors live on
+        mesh._mesh_shape = shape  # over global proc ranks of `_proc_mesh`
+        mesh._owned = owned  # only the owned mesh may be stopped
+        mesh._stopped: str | None = None  # reason, once this owned mesh was stopped
+        mesh._endpoints = endpoints_of(actor_class)
+        mesh._cache: dict[str, Any] = {}  # name -> Endpoint, built on first access
+        return mesh
+
+    # ---- mesh protocol --------------------------------------------------------------------
+    @property
+    def _shape(self) -> Shape:
+        return self._mesh_shape
+
+    def _new_with_shape(self, shape: Shape) -> ActorMesh[T]:
+        sliced = ActorMesh._create(
+            self._class, self._name, self._key, self._proc_mesh, shape, owned=False
+        )
+        sliced._stopped = self._stopped
+        return sliced  # type: ignore[return-value]
+
+    def _proc_keys(self) -> list[str]:
+        return self._proc_mesh._table.keys
+
+    def _check_usable(self, endpoint: str) -> None:
+        if self._stopped is not None:
+            raise SupervisionError(
+                f"actor mesh {self._name} has status: stopped ({self._stopped}); "
+                "actor mesh is stopped",
+                f"{self._name}.{endpoint}",
+            )
+        self._proc_mesh._check_usable(self._name, endpoint)
+
+    # ---- endpoints ------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") and name not in self.__dict__.get("_endpoints", ()):
+            raise AttributeError(name)
+        cached = self._cache.get(name)
+        if cached is not None:
+            return cached
+        prop = self._endpoints.get(name)
+        if prop is not None:
+            ep: Any = Endpoint(self, name, prop._method, prop._explicit_response_port)
+        elif hasattr(self._class, name):
+            ep = NotAnEndpoint(self, name)
+        else:
+            raise AttributeError(
+                f"{self._class.__qualname__} has no attribute {name!r} (actor mesh {self._name})."
+            )
+        self._cache[name] = ep
+        return ep
+
+    # ---- lifecycle ------------------------------------------------------------------------
+    @property
+    def initialized(self) -> Future[None]:
+        """Resolves once every actor ran `__init__`; raises if spawning failed."""
+        entry = GatherPort(len(self))
+        procs = self._proc_keys()
+        targets = [procs[r] for r in self._shape.ranks()]
+        mailbox = get_runtime().mailbox
+        reply = mailbox.open_port(entry, tuple(set(targets)))
+        for i, proc in enumerate(targets):
+            mailbox.post(proc, (CONTROL, "actor_ready", (self._key, i), reply))
+
+        def check(replies: list[Any]) -> None:
+            from monarch._src.runtime.ports import decode_reply
+
+            for r in replies:
+                try:
+                    decode_reply(r)
+                except Exception as exc:
+                    raise RuntimeError(f"error spawning actor mesh {self._name}: {exc}") from exc
+            return None
+
+        return Future._create(entry.cf, check)
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Stop every actor gracefully: queued messages first, then `__cleanup__`."""
+        if not self._owned:
+            raise NotImplementedError(
+                f"Cannot call stop on an ActorMeshRef ({self._name}): only the owner's mesh, the "
+                "one spawn returned, can be stopped."
+            )
+        return Future._create(self._stop_owned(reason))
+
+    def _stop_owned(self, reason: str) -> concurrent.futures.Future[Any]:
+        if self._stopped is not None:
+            done: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            done.set_result(None)
+            return done
+        self._stopped = reason
+        procs = self._proc_keys()
+        targets = [procs[r] for r in self._shape.ranks()]
+        entry = CountPort(len(targets))
+        mailbox = get_runtime().mailbox
+        reply = mailbox.open_port(entry, tuple(set(targets)))
+        for proc in targets:
+            mailbox.post(proc, (CONTROL, "stop_actor", (self._key, reason), reply))
+        return entry.cf
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_actor_mesh,
+            (self._class, self._name, self._key, self._proc_mesh, self._mesh_shape),
+        )
+
+    def __len__(self) -> int:
+        return len(self._mesh_shape)
+
+    def __repr__(self) -> str:
+        return f"<ActorMesh {self._name} of {self._class.__qualname__} {self.extent!r}>"
+
+
+def _rebuild_actor_mesh(
+    actor_class: type, name: str, key: str, proc_mesh: ProcMesh, shape: Shape
+) -> ActorMesh[Any]:
+    return ActorMesh._create(actor_class, name, key, proc_mesh, shape, owned=False)
+
+
+RESERVED_NAMES = frozenset(
+    n for n in dir(ActorMesh) if not n.startswith("__")
+) | {"initialized", "stop", "slice", "flatten", "split", "rename", "size", "sizes", "extent"}
+

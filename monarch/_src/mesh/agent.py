@@ -1,0 +1,122 @@
+"""The proc agent's control operations, installed in every process's mailbox.
+
+`spawn`, `actor_ready`, `stop_actor`, `supervise` and `get_proc_mesh` run on the runtime loop of
+the process that receives them. They never block the loop: work that waits (an actor's
+`__cleanup__`, a proc mesh still starting) is handed to the actor's thread or to a callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+from typing import Any
+
+from monarch._src.mesh.hosted import _READY, _STOP, _SUPERVISE, HostedActor, SpawnInfo
+from monarch._src.mesh.proc_mesh import serve_proc_mesh
+from monarch._src.runtime.mailbox import Mailbox
+from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.runtime.runtime import Runtime
+from monarch._src.supervision.errors import MeshFailure, SupervisionError
+
+__all__ = ["install_agent"]
+
+logger = logging.getLogger(__name__)
+
+
+def install_agent(rt: Runtime) -> None:
+    """Register the control operations of the proc agent in `rt`'s mailbox."""
+    mailbox = rt.mailbox
+
+    def spawn(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        info, payload = args
+        if not isinstance(info, SpawnInfo):
+            raise TypeError("spawn expects a SpawnInfo")
+        HostedActor(mailbox, info, payload, rt.proc_id).start()
+
+    def actor_ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        key, rank = args
+        actor = mailbox.actors.get(key)
+        if isinstance(actor, HostedActor):
+            actor.thread.enqueue((_READY, reply, rank))
+        elif actor is not None:
+            mailbox.reply_error(reply, actor.error, rank)  # type: ignore[attr-defined]
+        else:
+            mailbox.reply_error(reply, SupervisionError(f"actor {key} was never spawned here"), rank)
+
+    def stop_actor(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        key, reason = args
+        actor = mailbox.actors.get(key)
+        if isinstance(actor, HostedActor) and not actor.thread.stopped.is_set():
+            actor.thread.enqueue((_STOP, reason, reply))
+        elif reply is not None:
+            mailbox.reply(reply, None, 0)
+
+    def supervise(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        owner_key, mesh_name, actor_key, rank, report = args
+        failure = MeshFailure(mesh_name, [rank], report)
+        if owner_key is None:
+            _root_fault(failure)
+            return
+        owner = mailbox.actors.get(owner_key)
+        if isinstance(owner, HostedActor):
+            owner.thread.enqueue((_SUPERVISE, failure))
+        else:
+            logger.error("monarch: a failure for the gone actor %s was dropped: %s", owner_key,
+                         failure)
+
+    def get_proc_mesh(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        pm = serve_proc_mesh(args[0])
+
+        def answer(_: Any) -> None:
+            mailbox.reply(reply, pm)
+
+        pm._table.ready.add_done_callback(
+            lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
+        )
+
+    mailbox.control.update(
+        spawn=spawn,
+        actor_ready=actor_ready,
+        stop_actor=stop_actor,
+        supervise=supervise,
+        get_proc_mesh=get_proc_mesh,
+    )
+
+
+def _root_fault(failure: MeshFailure) -> None:
+    """Hand a failure that reached the root client to `monarch.actor.unhandled_fault_hook`.
+
+    The hook runs on its own thread (it may block), looked up at call time so users can replace
+    it. Returning drops the fault; raising anything is fatal: the report goes to stderr, atexit
+    handlers run, and the process exits with status 1.
+    """
+
+    def run() -> None:
+        import monarch.actor
+
+        hook = getattr(monarch.actor, "unhandled_fault_hook")
+        try:
+            hook(failure)
+        except BaseException:
+            _die(failure)
+
+    threading.Thread(target=run, name="monarch-fault-hook", daemon=True).start()
+
+
+def _die(failure: MeshFailure) -> None:
+    import atexit
+    import os
+
+    try:
+        sys.stderr.write(f"monarch: unhandled supervision failure, exiting: {failure}\n")
+        sys.stderr.flush()
+        sys.stdout.flush()
+        atexit._run_exitfuncs()
+    finally:
+        os._exit(1)
+
+
+
+
+_runtime_module.on_start.append(install_agent)

@@ -1,0 +1,201 @@
+"""The ambient context: which actor is running, and where the current message was cast.
+
+Each actor runs on its own thread, so the running actor is thread-local; the position of the
+current message within its cast is a context variable, so `@concurrent_endpoint` tasks keep the
+rank of the message that started them. Outside any actor (the script, a notebook cell, any thread
+of the controller) the context is the root client's, created once per process.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+from typing import TYPE_CHECKING, Any
+
+from monarch._src.shape import Extent, Point
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcMesh
+
+__all__ = [
+    "Context",
+    "Instance",
+    "context",
+    "current_actor_name",
+    "current_rank",
+    "current_size",
+]
+
+_EMPTY_EXTENT = Extent([], [])
+_tls = threading.local()
+_message_rank: contextvars.ContextVar[Point | None] = contextvars.ContextVar(
+    "monarch_message_rank", default=None
+)
+_root_lock = threading.Lock()
+_root: Instance | None = None
+
+
+class CreatorInfo:
+    """A serializable description of who spawned an actor."""
+
+    __slots__ = ("name", "display", "address", "actor_key")
+
+    def __init__(self, name: str, display: str, address: str, actor_key: str | None) -> None:
+        self.name = name  # the spawner's spawn name ("root" for the client)
+        self.display = display  # the spawner's display string, e.g. "<root>"
+        self.address = address  # the spawner's proc address
+        self.actor_key = actor_key  # the spawner's actor key; None for the root client
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (CreatorInfo, (self.name, self.display, self.address, self.actor_key))
+
+    def __repr__(self) -> str:
+        return f"CreatorInfo(name={self.name!r}, display={self.display!r})"
+
+
+class Instance:
+    """The running actor, as seen from inside it (`context().actor_instance`)."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        class_name: str,
+        rank: Point,
+        creator: CreatorInfo | None,
+        actor_key: str | None,
+        proc_id: str,
+        display: str,
+        host: Any = None,
+    ) -> None:
+        self.name = name  # spawn name of the actor mesh ("root" for the client)
+        self.class_name = class_name  # "module.Qualname" of the actor class
+        self.rank = rank  # this actor's position in the mesh it was spawned as
+        self.creator = creator  # who spawned this actor; None for the root client
+        self.actor_key = actor_key  # key of the actor in its proc's mailbox; None for root
+        self.proc_id = proc_id  # this process's id
+        self._display = display
+        self._host = host  # the hosted actor behind this instance (None for the root client)
+        self._proc_mesh: ProcMesh | None = None  # filled in lazily
+        self.owned_meshes: list[Any] = []  # meshes this actor spawned and owns, in spawn order
+
+    @property
+    def actor_id(self) -> str:
+        return self._display
+
+    @property
+    def proc_mesh(self) -> ProcMesh:
+        """The proc mesh this actor was spawned on."""
+        if self._proc_mesh is None:
+            if self._host is None:
+                from monarch._src.mesh.proc_mesh import this_proc
+
+                self._proc_mesh = this_proc()
+            else:
+                self._proc_mesh = self._host.fetch_proc_mesh()
+        return self._proc_mesh
+
+    @property
+    def proc(self) -> ProcMesh:
+        """The singleton proc mesh of the process this actor lives in."""
+        from monarch._src.mesh.proc_mesh import this_proc
+
+        return this_proc()
+
+    def abort(self, reason: str | None = None) -> None:
+        """Fail this actor now; its owner is told, with `reason`."""
+        if self._host is None:
+            raise RuntimeError("The root client cannot abort itself; raise an exception instead.")
+        self._host.abort(reason or "no reason provided")
+
+    def stop(self, reason: str | None = None) -> None:
+        """Stop this actor gracefully once the current message is handled."""
+        if self._host is None:
+            raise RuntimeError("The root client cannot stop itself; call shutdown_context().")
+        self._host.request_stop(reason or "stopped by itself")
+
+    def kill(self, reason: str | None = None) -> None:
+        """Stop this actor at once, without cleanup."""
+        self.abort(reason or "killed")
+
+    def __str__(self) -> str:
+        return self._display
+
+    def __repr__(self) -> str:
+        return self._display
+
+
+class Context:
+    """What `context()` returns: the running actor and the current message's rank."""
+
+    __slots__ = ("actor_instance",)
+
+    def __init__(self, instance: Instance) -> None:
+        self.actor_instance = instance
+
+    @property
+    def message_rank(self) -> Point:
+        rank = _message_rank.get()
+        if rank is None:
+            return self.actor_instance.rank
+        return rank
+
+
+def _root_instance() -> Instance:
+    global _root
+    if _root is None:
+        with _root_lock:
+            if _root is None:
+                from monarch._src.runtime.runtime import get_runtime
+
+                rt = get_runtime()
+                _root = Instance(
+                    name="root",
+                    class_name="monarch.RootClientActor",
+                    rank=Point(0, _EMPTY_EXTENT),
+                    creator=None,
+                    actor_key=None,
+                    proc_id=rt.proc_id,
+                    display="<root>",
+                )
+    return _root
+
+
+def current_instance() -> Instance:
+    inst: Instance | None = getattr(_tls, "instance", None)
+    return inst if inst is not None else _root_instance()
+
+
+def set_thread_instance(instance: Instance) -> None:
+    """Bind `instance` to the calling (actor) thread."""
+    _tls.instance = instance
+
+
+def set_message_rank(rank: Point | None) -> contextvars.Token[Point | None]:
+    return _message_rank.set(rank)
+
+
+def context() -> Context:
+    """The running actor's context, or the root client's outside any actor."""
+    return Context(current_instance())
+
+
+def current_rank() -> Point:
+    """The position of the running actor within the current message's cast."""
+    return context().message_rank
+
+
+def current_size() -> dict[str, int]:
+    """The sizes of the current message's cast extent."""
+    rank = current_rank()
+    return dict(zip(rank.extent.labels, rank.extent.sizes))
+
+
+def current_actor_name() -> str:
+    """A name unique to the running actor (distinct per rank)."""
+    return str(current_instance().actor_id)
+
+
+def client_pid() -> int:
+    return os.getpid()

@@ -1,0 +1,56 @@
+"""`get_or_spawn_controller`: process-wide singleton actors, by name, in the root client.
+
+Controllers live in the root client's process (`this_proc()` there). The registry is kept by
+the root's proc agent; lookups from any actor, anywhere, go to it as a control message, so a
+controller spawned from inside another actor is the same one the client sees later.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from monarch._src.mesh.proc_mesh import this_proc
+from monarch._src.runtime.envelope import CONTROL, decode, encode
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.ports import OncePort, decode_reply
+from monarch._src.runtime.runtime import Runtime, get_runtime
+from monarch._src.runtime import runtime as _runtime_module
+
+__all__ = ["get_or_spawn_controller"]
+
+_lock = threading.Lock()
+_controllers: dict[str, Any] = {}  # name -> ActorMesh, in the root client only
+
+
+def get_or_spawn_controller(name: str, Class: type, *args: Any, **kwargs: Any) -> Future[Any]:
+    """The controller actor called `name`, spawning `Class(*args, **kwargs)` the first time."""
+    if not isinstance(name, str):
+        raise TypeError(f"get_or_spawn_controller needs a name string first, not {name!r}.")
+    rt = get_runtime()
+    payload = encode((Class, args, kwargs))
+    entry = OncePort()
+    root = root_address(rt)
+    port = rt.mailbox.open_port(entry, (root,))
+    rt.mailbox.post(root, (CONTROL, "get_or_spawn_controller", (name, payload), port))
+    return Future._create(entry.cf, decode_reply)
+
+
+def root_address(rt: Runtime) -> str:
+    return getattr(rt, "root_address", None) or rt.address
+
+
+def _serve(rt: Runtime) -> None:
+    def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        name, payload = args
+        with _lock:
+            mesh = _controllers.get(name)
+            if mesh is None:
+                cls, a, kw = decode(payload)
+                mesh = _controllers[name] = this_proc().spawn(name, cls, *a, **kw)
+        rt.mailbox.reply(reply, mesh)
+
+    rt.mailbox.control["get_or_spawn_controller"] = handler
+
+
+_runtime_module.on_start.append(_serve)

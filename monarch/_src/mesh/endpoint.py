@@ -1,0 +1,236 @@
+"""Endpoints on meshes and their adverbs: call, call_one, choose, stream, broadcast, send.
+
+Every adverb does the same three things at the call site, in the caller's thread: bind the
+arguments against the endpoint's signature (a mismatch raises `TypeError` before anything is
+sent), pickle them once (a pickling error raises here, naming the type), and post one `CALL`
+envelope per target rank to that rank's proc. They differ only in the reply port they open.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
+
+from monarch._src.mesh.actor import EndpointProperty
+from monarch._src.mesh.value_mesh import ValueMesh
+from monarch._src.runtime.envelope import CALL, encode
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.shape import Shape, Slice
+from monarch._src.supervision.errors import SupervisionError
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.actor_mesh import ActorMesh
+    from monarch._src.mesh.port import Port
+
+__all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
+
+R = TypeVar("R")
+
+_signatures: dict[Any, inspect.Signature] = {}
+
+
+def _signature(fn: Callable[..., Any]) -> inspect.Signature:
+    sig = _signatures.get(fn)
+    if sig is None:
+        sig = _signatures[fn] = inspect.signature(fn)
+    return sig
+
+
+class Endpoint(Generic[R]):
+    """An endpoint of an actor mesh (or a slice of one), with the adverbs."""
+
+    __slots__ = ("_mesh", "_name", "_method", "_explicit")
+
+    def __init__(
+        self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool
+    ) -> None:
+        self._mesh = mesh
+        self._name = name
+        self._method = method  # the undecorated function, for binding arguments
+        self._explicit = explicit  # the method takes a response port after self
+
+    # ---- the common path ----------------------------------------------------------------
+    def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        extra = (None, None) if self._explicit else (None,)
+        try:
+            _signature(self._method).bind(*extra, *args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"Invalid arguments for endpoint {self._label()}: {exc}.") from None
+        try:
+            return encode((args, kwargs))
+        except BaseException as exc:
+            exc.add_note(f"monarch could not pickle the arguments of {self._label()}.")
+            raise
+
+    def _label(self) -> str:
+        return f"{self._mesh._name}.{self._name}"
+
+    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> list[str]:
+        """Post one CALL per target (all ranks, or the given local ranks); return the procs."""
+        mesh = self._mesh
+        mesh._check_usable(self._name)
+        mailbox = get_runtime().mailbox
+        shape = mesh._shape
+        labels = tuple(shape.labels)
+        sizes = tuple(shape.ndslice.sizes)
+        procs = mesh._proc_keys()
+        key = mesh._key
+        targets: list[str] = []
+        global_ranks = shape.ranks()
+        for local in (range(len(global_ranks)) if ranks is None else ranks):
+            proc = procs[global_ranks[local]]
+            targets.append(proc)
+            mailbox.post(proc, (CALL, key, self._name, payload, reply, (local, labels, sizes)))
+        return targets
+
+    def _open(self, entry: Any, n_targets: list[str]) -> Any:
+        return get_runtime().mailbox.open_port(entry, tuple(n_targets))
+
+    def _supervision(self, err: SupervisionError) -> SupervisionError:
+        if err.endpoint is None:
+            err = SupervisionError(err.report, f"{self._mesh._name}.{self._name}")
+        return err
+
+    def _decode_one(self, reply: Any) -> Any:
+        try:
+            return decode_reply(reply)
+        except SupervisionError as err:
+            raise self._supervision(err) from None
+
+    # ---- adverbs ------------------------------------------------------------------------
+    def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
+        """Call the single actor of this mesh; returns its value."""
+        n = len(self._mesh)
+        if n != 1:
+            raise ValueError(f"call_one requires exactly 1 actor, but mesh has {n}")
+        return self._single(0, args, kwargs)
+
+    def choose(self, *args: Any, **kwargs: Any) -> Future[R]:
+        """Call one actor of this mesh picked at random; returns its value."""
+        n = len(self._mesh)
+        if n == 0:
+            raise ValueError(f"choose needs at least one actor, but mesh {self._mesh._name} is empty")
+        return self._single(random.randrange(n), args, kwargs)
+
+    def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[R]:
+        payload = self._encode_args(args, kwargs)
+        entry = OncePort()
+        mesh = self._mesh
+        proc = mesh._proc_keys()[mesh._shape.ranks()[rank]]
+        reply = get_runtime().mailbox.open_port(entry, (proc,))
+        self._post(payload, reply, [rank])
+        return Future._create(entry.cf, self._decode_one)
+
+    def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
+        """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
+        payload = self._encode_args(args, kwargs)
+        mesh = self._mesh
+        n = len(mesh)
+        entry = GatherPort(n)
+        procs = mesh._proc_keys()
+        reply = get_runtime().mailbox.open_port(
+            entry, tuple({procs[r] for r in mesh._shape.ranks()})
+        )
+        self._post(payload, reply)
+        shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
+
+        def gather(replies: list[Any]) -> ValueMesh[R]:
+            return ValueMesh(shape, [self._decode_one(r) for r in replies])
+
+        return Future._create(entry.cf, gather)
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
+        """Call every actor; yield one future per reply, in arrival order."""
+        payload = self._encode_args(args, kwargs)
+        mesh = self._mesh
+        entry = StreamPort(len(mesh))
+        procs = mesh._proc_keys()
+        reply = get_runtime().mailbox.open_port(
+            entry, tuple({procs[r] for r in mesh._shape.ranks()})
+        )
+        self._post(payload, reply)
+        futures = [Future._create(cf, self._decode_one) for cf in entry.cfs]
+        return iter(futures)
+
+    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+        """Send to every actor without waiting; an exception there fails the actor."""
+        self._post(self._encode_args(args, kwargs), None)
+
+    def _send(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any], port: Port[Any] | None, selection: str
+    ) -> None:
+        payload = self._encode_args(args, kwargs)
+        reply = port._addr if port is not None else None
+        if selection == "all":
+            self._post(payload, reply)
+        elif selection == "choose":
+            self._post(payload, reply, [random.randrange(len(self._mesh))])
+        else:
+            raise ValueError(f"send selection must be 'all' or 'choose', not {selection!r}.")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"Endpoint {self._label()} cannot be called directly: use an adverb such as "
+            f"{self._name}.call(...), .call_one(...), .choose(...), .stream(...) or .broadcast(...)."
+        )
+
+    def __repr__(self) -> str:
+        return f"<Endpoint {self._label()}>"
+
+
+class NotAnEndpoint:
+    """What a mesh gives for a class attribute that is not an endpoint."""
+
+    __slots__ = ("_mesh", "_name")
+
+    def __init__(self, mesh: ActorMesh[Any], name: str) -> None:
+        self._mesh = mesh
+        self._name = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"Actor {self._mesh._class.__qualname__}.{self._name} is not annotated as an endpoint. "
+            f"To call it as one, add @endpoint to it or use as_endpoint(mesh.{self._name})."
+        )
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in ("call", "call_one", "choose", "stream", "broadcast"):
+            self()
+        raise AttributeError(attr)
+
+
+def as_endpoint(
+    not_an_endpoint: Any,
+    *,
+    propagate: Any = None,
+    explicit_response_port: bool = False,
+) -> Endpoint[Any]:
+    """Treat a plain method of a spawned actor mesh as an endpoint."""
+    if isinstance(not_an_endpoint, Endpoint):
+        return not_an_endpoint
+    if not isinstance(not_an_endpoint, NotAnEndpoint):
+        raise ValueError(
+            "as_endpoint expects a method of a spawned actor mesh, such as "
+            f"as_endpoint(mesh.method), not {type(not_an_endpoint).__name__}."
+        )
+    mesh, name = not_an_endpoint._mesh, not_an_endpoint._name
+    method = getattr(mesh._class, name)
+    if isinstance(method, EndpointProperty):
+        method = method._method
+    return Endpoint(mesh, name, method, explicit_response_port)
+
+
+def send(
+    endpoint: Endpoint[Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    port: Port[Any] | None = None,
+    selection: str = "all",
+) -> None:
+    """Low-level cast: each target's return value goes to `port` (tagged with its rank)."""
+    if not isinstance(endpoint, Endpoint):
+        raise TypeError(f"send expects an Endpoint (mesh.method), not {type(endpoint).__name__}.")
+    endpoint._send(tuple(args), dict(kwargs or {}), port, selection)

@@ -1,0 +1,178 @@
+"""`HostMesh`: machines that can start procs, and the agent protocol behind them.
+
+A host mesh delegates the work to a `HostAgent` from the hosts layer: the embedded local host
+(`this_host()`, a fork server on this machine) now, Dask-cluster hosts later. The mesh layer
+only needs the three operations of `HostAgent`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+from typing import Any, Callable, Protocol
+
+from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable
+from monarch._src.runtime.future import Future
+from monarch._src.shape import MeshTrait, Shape, Slice
+
+__all__ = ["HostAgent", "HostMesh", "current_host", "set_current_host_factory"]
+
+
+class HostAgent(Protocol):
+    """Starts and stops procs on the hosts of a host mesh."""
+
+    def spawn_procs(
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+    ) -> ProcTable:
+        """Start `per_host` procs on each of `hosts` (ranks), host-major; never blocks."""
+        ...
+
+    def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]: ...
+
+    def shutdown(self) -> concurrent.futures.Future[None]: ...
+
+
+class HostMesh(MeshTrait):
+    """A mesh of hosts. `spawn_procs` starts procs on each; `this_host()` is this machine."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "HostMesh cannot be constructed directly. Use this_host() or hosts_from_config()."
+        )
+
+    @classmethod
+    def _create(cls, agent: HostAgent, shape: Shape, owned: bool) -> HostMesh:
+        hm = object.__new__(cls)
+        hm._agent = agent
+        hm._mesh_shape = shape
+        hm._owned = owned
+        hm._state = _HostState()
+        return hm
+
+    @property
+    def _shape(self) -> Shape:
+        return self._mesh_shape
+
+    def _new_with_shape(self, shape: Shape) -> HostMesh:
+        hm = HostMesh._create(self._agent, shape, owned=False)
+        hm._state = self._state
+        return hm
+
+    def spawn_procs(
+        self,
+        per_host: dict[str, int] | None = None,
+        bootstrap: Callable[[], Any] | None = None,
+        name: str | None = None,
+        proc_bind: list[dict[str, str]] | None = None,
+        bootstrap_command: Any = None,
+    ) -> ProcMesh:
+        """Start procs on every host: dims are the host dims, then `per_host`'s; never blocks."""
+        if self._state.shut_down:
+            raise RuntimeError("HostMesh has already been shut down")
+        per_host = dict(per_host or {})
+        labels = list(self._mesh_shape.labels)
+        overlap = sorted(set(per_host) & set(labels))
+        if overlap:
+            raise ValueError(
+                f"spawn_procs per_host dimensions {overlap} overlap the host mesh's dimensions "
+                f"{labels}. Use different names."
+            )
+        for label, size in per_host.items():
+            if not isinstance(label, str) or isinstance(size, bool) or not isinstance(size, int) \
+                    or size < 1:
+                raise ValueError(
+                    f"spawn_procs per_host must map dimension names to positive ints; got "
+                    f"{label!r}: {size!r}."
+                )
+        n_per_host = math.prod(per_host.values()) if per_host else 1
+        if proc_bind is not None and len(proc_bind) != n_per_host:
+            raise ValueError(
+                f"spawn_procs proc_bind has {len(proc_bind)} entries but each host gets "
+                f"{n_per_host} procs; give one entry per proc."
+            )
+        if bootstrap_command is not None:
+            raise NotImplementedError(
+                "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
+            )
+        hosts = self._mesh_shape.ranks()
+        table = self._agent.spawn_procs(hosts, n_per_host, bootstrap)
+        sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
+        shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
+        from monarch._src.mesh.context import current_instance
+
+        pm = ProcMesh._create(table, shape, host=self, name=name or "anon", owned=True)
+        current_instance().owned_meshes.append(pm)
+        return pm
+
+    @property
+    def initialized(self) -> Future[bool]:
+        return Future._from_value(True)
+
+    def shutdown(self) -> Future[None]:
+        """Stop every proc of these hosts; the host mesh cannot be used afterwards."""
+        if not self._owned:
+            raise RuntimeError("cannot shut down `HostMesh` that is a reference instead of owned")
+        if self._state.shut_down:
+            raise RuntimeError("HostMesh has already been shut down")
+        self._state.shut_down = True
+        return Future._create(self._agent.shutdown())
+
+    def stop(self) -> Future[None]:
+        """Stop the procs of this host mesh; the hosts stay usable."""
+        if not self._owned:
+            raise RuntimeError("cannot stop `HostMesh` that is a reference instead of owned")
+        return Future._create(self._agent.shutdown())
+
+    async def __aenter__(self) -> HostMesh:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if not self._state.shut_down:
+            await self.shutdown()
+
+    @property
+    def is_fake_in_process(self) -> bool:
+        return False
+
+    @property
+    def stream_logs(self) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, HostMesh)
+            and other._agent is self._agent
+            and other._mesh_shape == self._mesh_shape
+        )
+
+    def __hash__(self) -> int:
+        return hash((id(self._agent), self._mesh_shape))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError("HostMesh references cannot be sent to other actors in this version.")
+
+    def __repr__(self) -> str:
+        return f"<HostMesh {self.extent!r}>"
+
+
+class _HostState:
+    """State shared by a host mesh and its slices."""
+
+    def __init__(self) -> None:
+        self.shut_down = False  # True once shutdown() was called on the owner
+
+
+_host_factory: Callable[[], HostMesh] | None = None
+
+
+def set_current_host_factory(factory: Callable[[], HostMesh]) -> None:
+    """The hosts layer registers how `this_host()` is built in this process."""
+    global _host_factory
+    _host_factory = factory
+
+
+def current_host() -> HostMesh:
+    if _host_factory is None:
+        import monarch._src.hosts.local  # noqa: F401  (registers the factory)
+    assert _host_factory is not None
+    return _host_factory()

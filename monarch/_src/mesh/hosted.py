@@ -1,0 +1,408 @@
+"""An actor living in this process: construction, dispatch, failure and stop.
+
+The proc agent creates a `HostedActor` for each `spawn` it receives. The actor's first message is
+its `__init__`; every later `CALL` envelope is dispatched to an endpoint on the actor's thread,
+one at a time. Outcomes follow Monarch's table (contract §2.3): an `Exception` with a reply port
+becomes an `ActorError` for the caller and the actor lives on; without a reply port, or for a
+`BaseException`, the actor fails and its owner is told. A failed or stopped actor answers every
+later call with a `SupervisionError` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any
+
+from monarch._src.config import duration_seconds
+from monarch._src.mesh.actor import EndpointProperty, endpoints_of
+from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
+from monarch._src.mesh.port import Port
+from monarch._src.runtime.actor_thread import STOP, ActorThread
+from monarch._src.runtime.envelope import CALL, CONTROL, decode
+from monarch._src.runtime.mailbox import Mailbox
+from monarch._src.shape import Extent, Point
+from monarch._src.supervision.errors import ActorError, SupervisionError
+
+__all__ = ["HostedActor", "SpawnInfo"]
+
+logger = logging.getLogger(__name__)
+
+_INIT = "init"
+_STOP = "stop"
+_SUPERVISE = "supervise"
+_READY = "ready"
+
+_extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
+
+
+def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
+    """A shared `Extent` per (labels, sizes): casts repeat the same few."""
+    key = (labels, sizes)
+    ext = _extents.get(key)
+    if ext is None:
+        ext = _extents[key] = Extent(list(labels), list(sizes))
+    return ext
+
+
+class SpawnInfo:
+    """What a proc needs to host one rank of an actor mesh."""
+
+    __slots__ = ("actor_key", "name", "rank", "labels", "sizes", "creator", "proc_mesh_ref")
+
+    def __init__(
+        self,
+        actor_key: str,
+        name: str,
+        rank: int,
+        labels: tuple[str, ...],
+        sizes: tuple[int, ...],
+        creator: CreatorInfo,
+        proc_mesh_ref: tuple[str, str],
+    ) -> None:
+        self.actor_key = actor_key  # the mesh's key in every proc's mailbox
+        self.name = name  # spawn name
+        self.rank = rank  # position of this actor in the mesh's extent (row-major)
+        self.labels = labels
+        self.sizes = sizes
+        self.creator = creator
+        self.proc_mesh_ref = proc_mesh_ref  # (owner address, proc mesh id), to fetch it lazily
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            SpawnInfo,
+            (self.actor_key, self.name, self.rank, self.labels, self.sizes, self.creator,
+             self.proc_mesh_ref),
+        )
+
+
+class HostedActor:
+    """One actor rank in this process. `enqueue` runs on the runtime loop; the rest on the
+    actor's thread."""
+
+    def __init__(self, mailbox: Mailbox, info: SpawnInfo, payload: Any, proc_id: str) -> None:
+        self.mailbox = mailbox
+        self.info = info
+        self.obj: Any = None  # the user's actor object, once __init__ ran
+        self.endpoints: dict[str, EndpointProperty] = {}
+        self.failure: SupervisionError | None = None  # set once the actor failed or stopped
+        self.spawn_rank = Point(info.rank, extent_of(info.labels, info.sizes))
+        self.instance: Instance | None = None
+        self.proc_id = proc_id
+        self._payload = payload  # (class, args, kwargs), decoded on the actor's thread
+        self._display = f"{info.creator.display}.<? {info.name}{self.spawn_rank!r}>"
+        self.thread = ActorThread(info.actor_key, self._handle, self._on_thread_exit)
+        self._tasks: set[asyncio.Task[Any]] = set()  # running concurrent endpoint bodies
+
+    # ---- runtime loop side --------------------------------------------------------------
+    def start(self) -> None:
+        self.mailbox.actors[self.info.actor_key] = self
+        self.thread.start()
+        self.thread.enqueue((_INIT,))
+
+    def enqueue(self, env: tuple[Any, ...]) -> None:
+        self.thread.enqueue(env)
+
+    def _on_thread_exit(self) -> None:
+        self.mailbox.loop.call_soon_threadsafe(self._retire)
+
+    def _retire(self) -> None:
+        """After the thread ended: a tombstone answers later calls; queued ones are rejected."""
+        tomb = _Tombstone(self.mailbox, self.failure or _stopped_error(self._display))
+        self.mailbox.actors[self.info.actor_key] = tomb
+        for env in list(self.thread._queue):
+            if isinstance(env, tuple) and env and env[0] == CALL:
+                tomb.enqueue(env)
+
+    # ---- actor thread side --------------------------------------------------------------
+    def _handle(self, msg: Any) -> Any:
+        kind = msg[0]
+        if kind == CALL:
+            if self.failure is not None:
+                self._reject(msg)
+                return None
+            return self._call(msg)
+        if kind == _INIT:
+            return self._init()
+        if kind == _STOP:
+            return self._stop(msg[1], msg[2])
+        if kind == _SUPERVISE:
+            return self._supervise(msg[1])
+        if kind == _READY:
+            if self.failure is not None:
+                self.mailbox.reply_error(msg[1], self.failure, msg[2])
+            else:
+                self.mailbox.reply(msg[1], None, msg[2])
+        return None
+
+    def _init(self) -> Any:
+        info = self.info
+        try:
+            cls, args, kwargs = decode(self._payload)
+        except BaseException as exc:
+            return self._fail(f"actor {info.name} could not be created: {exc!r}", exc)
+        self._payload = None
+        class_name = f"{cls.__module__}.{cls.__qualname__}"
+        self._display = f"{info.creator.display}.<{class_name} {info.name}{self.spawn_rank!r}>"
+        self.instance = Instance(
+            name=info.name,
+            class_name=class_name,
+            rank=self.spawn_rank,
+            creator=info.creator,
+            actor_key=info.actor_key,
+            proc_id=self.proc_id,
+            display=self._display,
+            host=self,
+        )
+        set_thread_instance(self.instance)
+        set_message_rank(self.spawn_rank)
+        self.endpoints = endpoints_of(cls)
+        obj = cls.__new__(cls)
+        self.obj = obj
+        if inspect.iscoroutinefunction(cls.__init__):
+            return self._guard_init(cls.__init__(obj, *args, **kwargs))
+        try:
+            _call_hiding_loop(self.thread.loop, cls.__init__, obj, *args, **kwargs)
+        except BaseException as exc:
+            self._fail(_init_report(self._display, exc), exc)
+        return None
+
+    async def _guard_init(self, coro: Any) -> None:
+        try:
+            await coro
+        except BaseException as exc:
+            self._fail(_init_report(self._display, exc), exc)
+
+    def _call(self, env: tuple[Any, ...]) -> Any:
+        _, _, method, payload, reply, cast = env
+        rank = Point(cast[0], extent_of(cast[1], cast[2]))
+        set_message_rank(rank)
+        try:
+            args, kwargs = decode(payload)
+        except Exception as exc:
+            if reply is not None:
+                self._send_error(reply, cast[0], self._actor_error(method, exc))
+            else:
+                self._fail(f"{self._display} could not decode a message for {method}: {exc}", exc)
+            return None
+        prop = self.endpoints.get(method)
+        fn = getattr(self.obj, method, None)
+        if fn is None:
+            exc = AttributeError(f"{self._display} has no endpoint named {method!r}.")
+            if reply is not None:
+                self._send_error(reply, cast[0], self._actor_error(method, exc))
+            return None
+        explicit = prop is not None and prop._explicit_response_port
+        if explicit:
+            args = (Port._create(reply, cast[0]) if reply is not None else None, *args)
+            reply = None
+        if inspect.iscoroutinefunction(fn):
+            coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit)
+            if prop is not None and prop._concurrent:
+                task = self.thread.loop.create_task(coro)
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+                return None
+            return coro
+        try:
+            result = _call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
+        except Exception as exc:
+            self._outcome_error(method, exc, reply, cast[0], explicit)
+            return None
+        except BaseException as exc:
+            self._outcome_base_error(method, exc, reply, cast[0])
+            return None
+        if reply is not None:
+            self._send_value(reply, cast[0], result, method)
+        return None
+
+    async def _run_async(
+        self, fn: Any, args: Any, kwargs: Any, method: str, reply: Any, rank: int, explicit: bool
+    ) -> None:
+        try:
+            result = await fn(*args, **kwargs)
+        except Exception as exc:
+            self._outcome_error(method, exc, reply, rank, explicit)
+            return
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError) and self.failure is not None:
+                return
+            self._outcome_base_error(method, exc, reply, rank)
+            return
+        if reply is not None:
+            self._send_value(reply, rank, result, method)
+
+    def _outcome_error(
+        self, method: str, exc: Exception, reply: Any, rank: int, explicit: bool
+    ) -> None:
+        if reply is not None:
+            self._send_error(reply, rank, self._actor_error(method, exc))
+        else:
+            # No one waits for this outcome: the actor fails and its owner is told.
+            what = "escaped an explicit-response-port endpoint" if explicit else "was raised"
+            self._fail(
+                f"The actor {self._display} and all its descendants have failed:\n"
+                f"    {type(exc).__name__}: {exc} ({what} in {method}, with no reply port)",
+                exc,
+            )
+
+    def _outcome_base_error(self, method: str, exc: BaseException, reply: Any, rank: int) -> None:
+        err = self._fail(
+            f"The actor {self._display} and all its descendants have failed:\n"
+            f"    {type(exc).__name__}: {exc} (raised in {method})",
+            exc,
+        )
+        if reply is not None:
+            self._send_error(reply, rank, err)
+
+    def _actor_error(self, method: str, exc: BaseException) -> ActorError:
+        return ActorError(exc, f"Actor call {self.info.name}.{method} failed.")
+
+    def _send_value(self, reply: Any, rank: int, value: Any, method: str) -> None:
+        try:
+            self.mailbox.reply(reply, value, rank)
+        except Exception as exc:  # the result could not be pickled
+            self._send_error(reply, rank, self._actor_error(method, exc))
+
+    def _send_error(self, reply: Any, rank: int, err: BaseException) -> None:
+        try:
+            self.mailbox.reply_error(reply, err, rank)
+        except Exception as exc:  # e.g. an exception whose arguments cannot be pickled
+            if isinstance(err, ActorError):
+                fallback = ActorError(RuntimeError(repr(err.exception)), err.message,
+                                      err.exception_formatted)
+            else:
+                fallback = SupervisionError(f"{err} (and it could not be pickled: {exc})")
+            self.mailbox.reply_error(reply, fallback, rank)
+
+    def _reject(self, env: tuple[Any, ...]) -> None:
+        reply = env[4]
+        if reply is not None and self.failure is not None:
+            self.mailbox.reply_error(reply, self.failure, env[5][0])
+
+    # ---- failure ------------------------------------------------------------------------
+    def _fail(self, report: str, exc: BaseException | None) -> SupervisionError:
+        """Mark this actor failed and tell its owner (once)."""
+        if self.failure is not None:
+            return self.failure
+        self.failure = SupervisionError(report)
+        for task in list(self._tasks):
+            task.cancel()
+        creator = self.info.creator
+        self.mailbox.post(
+            creator.address,
+            (CONTROL, "supervise", (creator.actor_key, self.info.name, self.info.actor_key,
+                                    self.info.rank, report), None),
+        )
+        return self.failure
+
+    def abort(self, reason: str) -> None:
+        self._fail(f"The actor {self._display} and all its descendants have failed:\n"
+                   f"    aborted: {reason}", None)
+
+    def request_stop(self, reason: str) -> None:
+        self.thread.enqueue((_STOP, reason, None))
+
+    def _supervise(self, failure: Any) -> Any:
+        handler = getattr(self.obj, "__supervise__", None)
+        if handler is None or self.failure is not None:
+            return self._unhandled(failure, None)
+        if inspect.iscoroutinefunction(handler):
+            return self._supervise_async(handler, failure)
+        try:
+            handled = _call_hiding_loop(self.thread.loop, handler, failure)
+        except Exception as exc:
+            return self._unhandled(failure, exc)
+        if not handled:
+            self._unhandled(failure, None)
+        return None
+
+    async def _supervise_async(self, handler: Any, failure: Any) -> None:
+        try:
+            handled = await handler(failure)
+        except Exception as exc:
+            self._unhandled(failure, exc)
+            return
+        if not handled:
+            self._unhandled(failure, None)
+
+    def _unhandled(self, failure: Any, exc: BaseException | None) -> None:
+        if exc is not None:
+            report = (f"{failure.report()}\nThis error occurred while handling another failure: "
+                      f"{type(exc).__name__}: {exc}")
+        else:
+            report = (f"{failure.report()}\nThe actor {self._display} failed because it did not "
+                      "handle a supervision event from its child")
+        self._fail(report, exc)
+
+    # ---- stop ---------------------------------------------------------------------------
+    def _stop(self, reason: str, reply: Any) -> Any:
+        return self._stop_async(reason, reply)
+
+    async def _stop_async(self, reason: str, reply: Any) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        error: BaseException | None = None
+        if self.instance is not None:
+            for mesh in reversed(self.instance.owned_meshes):
+                try:
+                    await asyncio.wrap_future(mesh._stop_owned(reason))
+                except Exception as exc:  # an owned mesh that fails to stop is reported below
+                    error = exc
+        cleanup = getattr(self.obj, "__cleanup__", None) if self.failure is None else None
+        if cleanup is not None:
+            try:
+                if inspect.iscoroutinefunction(cleanup):
+                    await asyncio.wait_for(cleanup(None), duration_seconds("cleanup_timeout"))
+                else:
+                    _call_hiding_loop(self.thread.loop, cleanup, None)
+            except Exception as exc:
+                error = exc
+        if self.failure is None:
+            self.failure = _stopped_error(self._display, reason)
+        if reply is not None:
+            if error is None:
+                self.mailbox.reply(reply, None, self.info.rank)
+            else:
+                self.mailbox.reply_error(reply, self._actor_error("__cleanup__", error),
+                                         self.info.rank)
+        self.thread.enqueue(STOP)
+
+    def fetch_proc_mesh(self) -> Any:
+        from monarch._src.mesh.proc_mesh import fetch_proc_mesh
+
+        return fetch_proc_mesh(self.info.proc_mesh_ref)
+
+
+class _Tombstone:
+    """Stands in the mailbox for an actor that stopped: answers every call with `error`."""
+
+    def __init__(self, mailbox: Mailbox, error: SupervisionError) -> None:
+        self.mailbox = mailbox
+        self.error = error
+
+    def enqueue(self, env: tuple[Any, ...]) -> None:
+        if env[0] == CALL and env[4] is not None:
+            self.mailbox.reply_error(env[4], self.error, env[5][0])
+
+
+def _stopped_error(display: str, reason: str = "stopped") -> SupervisionError:
+    return SupervisionError(f"actor {display} has status: stopped ({reason}); actor mesh is stopped")
+
+
+def _init_report(display: str, exc: BaseException) -> str:
+    return (f"The actor {display} and all its descendants have failed:\n"
+            f"    {type(exc).__name__}: {exc} (raised in __init__)")
+
+
+def _call_hiding_loop(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """Call a sync function on the actor's thread with no running loop visible (Monarch §2.2)."""
+    asyncio.events._set_running_loop(None)
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        asyncio.events._set_running_loop(loop)
+

@@ -1,0 +1,103 @@
+"""User-facing ports: `Port`, `PortReceiver`, `Channel`.
+
+A `Port` is an address `(proc address, port id)` plus the rank its messages carry; sending posts
+a `PORT` envelope through the sending process's mailbox, so a port passed to another actor sends
+from there. A `PortReceiver` reads the queue behind a port opened in this process.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from monarch._src.runtime.envelope import PORT, PORT_CLOSED, PORT_ERROR, PORT_VALUE, encode
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.ports import QueuePort, decode_ranked
+from monarch._src.runtime.runtime import get_runtime
+
+__all__ = ["Channel", "Port", "PortReceiver", "RankedPortReceiver"]
+
+R = TypeVar("R")
+
+
+class Port(Generic[R]):
+    """The sending end of a channel; picklable, usable from any thread of any actor."""
+
+    __slots__ = ("_addr", "_rank", "return_undeliverable")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "Port cannot be constructed directly. Open one with Channel.open(), or receive one "
+            "as an endpoint's response port."
+        )
+
+    @classmethod
+    def _create(cls, addr: tuple[str, int], rank: int | None = None) -> Port[Any]:
+        port = object.__new__(cls)
+        port._addr = addr  # (proc address, port id) of the receiving end
+        port._rank = rank  # the rank each message carries (for ranked receivers), or None
+        port.return_undeliverable = True
+        return port
+
+    def send(self, obj: R) -> None:
+        """Send `obj` to the receiver; in order per sender, fire-and-forget."""
+        self._post(encode(obj), PORT_VALUE)
+
+    def exception(self, exc: BaseException) -> None:
+        """Deliver `exc`: the receiver's `recv()` raises it."""
+        self._post(encode(exc), PORT_ERROR)
+
+    def _close(self) -> None:
+        self._post(encode(None), PORT_CLOSED)
+
+    def _post(self, payload: Any, status: int) -> None:
+        addr, port_id = self._addr
+        get_runtime().mailbox.post(addr, (PORT, port_id, payload, self._rank, status))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Port._create, (self._addr, self._rank))
+
+    def __repr__(self) -> str:
+        return f"<monarch.actor.Port {self._addr[0]}#{self._addr[1]}>"
+
+
+class PortReceiver(Generic[R]):
+    """The receiving end of a channel, in the process that opened it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("PortReceiver cannot be constructed directly. Use Channel.open().")
+
+    @classmethod
+    def _create(cls, entry: QueuePort, addr: tuple[str, int]) -> PortReceiver[Any]:
+        recv = object.__new__(cls)
+        recv._entry = entry
+        recv._addr = addr
+        return recv
+
+    def recv(self) -> Future[R]:
+        """A future of the next message, in order."""
+        return Future._create(self._entry.take(), decode_ranked(self._entry.ranked))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError(
+            "A PortReceiver cannot be sent to another actor: send its Port instead."
+        )
+
+
+class RankedPortReceiver(PortReceiver[R]):
+    """A receiver whose `recv()` yields `(rank, value)` pairs."""
+
+
+class Channel(Generic[R]):
+    """Opens ports in the current process's mailbox: `port, receiver = Channel.open()`."""
+
+    @staticmethod
+    def open(once: bool = False) -> tuple[Port[R], PortReceiver[R]]:
+        entry = QueuePort(once=once)
+        addr = get_runtime().mailbox.open_port(entry)
+        return Port._create(addr), PortReceiver._create(entry, addr)
+
+    @staticmethod
+    def open_ranked(once: bool = False) -> tuple[Port[R], RankedPortReceiver[R]]:
+        entry = QueuePort(once=once, ranked=True)
+        addr = get_runtime().mailbox.open_port(entry)
+        return Port._create(addr), RankedPortReceiver._create(entry, addr)  # type: ignore[return-value]

@@ -1,0 +1,261 @@
+"""`ProcMesh`: OS processes laid out over named dimensions, and spawning actors on them.
+
+A proc mesh's processes are recorded in a `_ProcTable` shared by the mesh and its slices: one
+routing key per global rank, a pending key (`pending:<proc id>`) until the proc reported its
+address, then the address. Messages sent before then are held by the mailbox in order and
+released when the address is known, so `spawn_procs` and `spawn` never block.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
+from monarch._src.mesh.actor import validate_actor_class
+from monarch._src.mesh.context import CreatorInfo, current_instance
+from monarch._src.mesh.hosted import SpawnInfo
+from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.ports import OncePort, decode_reply
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.shape import MeshTrait, Shape, Slice
+from monarch._src.supervision.errors import SupervisionError
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.host_mesh import HostMesh
+
+__all__ = ["ProcMesh", "ProcTable", "fetch_proc_mesh", "this_proc"]
+
+T = TypeVar("T")
+
+# Owned proc meshes of this process by id, so actors on them can fetch a reference.
+_registry: dict[str, ProcMesh] = {}
+
+
+class ProcTable:
+    """The processes of one proc mesh, by global rank (owner side, shared with slices)."""
+
+    def __init__(self, keys: list[str], pids: list[int | None] | None = None) -> None:
+        self.keys = keys  # routing key per rank: "pending:<id>" until ready, then the address
+        self.pids: list[int | None] = pids or [None] * len(keys)  # OS pid per rank, once known
+        self.ready: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self.stopped: str | None = None  # why the procs were stopped, once they were
+        self.failed: dict[int, str] = {}  # rank -> report, for procs that died
+        self._lock = threading.Lock()
+        self._missing = sum(1 for k in keys if k.startswith("pending:"))
+        if self._missing == 0:
+            self.ready.set_result(None)
+
+    def resolve(self, rank: int, addr: str, pid: int) -> None:
+        with self._lock:
+            if not self.keys[rank].startswith("pending:"):
+                return
+            self.keys[rank] = addr
+            self.pids[rank] = pid
+            self._missing -= 1
+            done = self._missing == 0
+        if done and not self.ready.done():
+            self.ready.set_result(None)
+
+    def fail(self, rank: int, report: str) -> None:
+        self.failed[rank] = report
+        if not self.ready.done():
+            self.ready.set_exception(SupervisionError(report))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Sending a table waits until every proc is up, so the copy holds only addresses.
+        self.ready.result()
+        return (ProcTable, (list(self.keys), list(self.pids)))
+
+
+class ProcMesh(MeshTrait):
+    """A mesh of OS processes; `spawn` places one actor on each."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "ProcMesh cannot be constructed directly. Use this_host().spawn_procs(...) or "
+            "this_proc()."
+        )
+
+    @classmethod
+    def _create(
+        cls,
+        table: ProcTable,
+        shape: Shape,
+        *,
+        host: HostMesh | None,
+        name: str,
+        owned: bool,
+        mesh_id: str | None = None,
+        owner_addr: str | None = None,
+    ) -> ProcMesh:
+        pm = object.__new__(cls)
+        pm._table = table
+        pm._mesh_shape = shape  # over the table's global ranks
+        pm._host = host  # the host mesh it was spawned from (None for references)
+        pm._name = name
+        pm._owned = owned
+        pm._id = mesh_id or f"{name}-{uuid.uuid4().hex[:8]}"
+        pm._owner_addr = owner_addr or get_runtime().address
+        if owned:
+            _registry[pm._id] = pm
+        return pm
+
+    # ---- mesh protocol ----------------------------------------------------------------------
+    @property
+    def _shape(self) -> Shape:
+        return self._mesh_shape
+
+    def _new_with_shape(self, shape: Shape) -> ProcMesh:
+        return ProcMesh._create(
+            self._table, shape, host=self._host, name=self._name, owned=False,
+            mesh_id=self._id, owner_addr=self._owner_addr,
+        )
+
+    def _check_usable(self, mesh_name: str, endpoint: str) -> None:
+        table = self._table
+        if table.stopped is not None:
+            raise SupervisionError(
+                f"actor mesh {mesh_name} is stopped due to proc mesh shutdown ({table.stopped})",
+                f"{mesh_name}.{endpoint}",
+            )
+        if table.failed:
+            for rank in self._mesh_shape.ranks():
+                report = table.failed.get(rank)
+                if report is not None:
+                    raise SupervisionError(
+                        f"failure on mesh {mesh_name} at rank {rank} with event: {report}",
+                        f"{mesh_name}.{endpoint}",
+                    )
+
+    # ---- spawning ---------------------------------------------------------------------------
+    def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
+        """Spawn one `Class(*args, **kwargs)` actor per proc of this mesh; never blocks."""
+        if not isinstance(name, str):
+            raise TypeError(
+                f"ProcMesh.spawn takes the mesh name first, then the class: got {name!r}."
+            )
+        if self._table.stopped is not None:
+            raise RuntimeError("`ProcMesh` has already been stopped")
+        validate_actor_class(Class, RESERVED_NAMES)
+        payload = encode((Class, args, kwargs))
+        key = f"{name}-{uuid.uuid4().hex[:10]}"
+        me = current_instance()
+        rt = get_runtime()
+        creator = CreatorInfo(me.name, str(me), rt.address, me.actor_key)
+        shape = self._mesh_shape
+        labels = tuple(shape.labels)
+        sizes = tuple(shape.ndslice.sizes)
+        keys = self._table.keys
+        for i, rank in enumerate(shape.ranks()):
+            info = SpawnInfo(key, name, i, labels, sizes, creator, (self._owner_addr, self._id))
+            rt.mailbox.post(keys[rank], (CONTROL, "spawn", (info, payload), None))
+        mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
+        me.owned_meshes.append(mesh)
+        return mesh  # type: ignore[return-value]
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    @property
+    def initialized(self) -> Future[bool]:
+        """Resolves to True once every proc is up."""
+        return Future._create(self._table.ready, lambda _: True)
+
+    def stop(self, reason: str = "stopped by client") -> Future[None]:
+        """Stop every actor and proc of this mesh. Only the owner's mesh can be stopped."""
+        if not self._owned:
+            raise ValueError("ProcMesh is not owned; must be stopped by an owner")
+        return Future._create(self._stop_owned(reason))
+
+    def _stop_owned(self, reason: str) -> concurrent.futures.Future[None]:
+        if self._host is None:
+            raise ValueError("ProcMesh is not owned; must be stopped by an owner")
+        return self._host._agent.stop_procs(self._table, reason)
+
+    async def __aenter__(self) -> ProcMesh:
+        if self._table.stopped is not None:
+            raise RuntimeError("`ProcMesh` has already been stopped")
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._table.stopped is None:
+            await self.stop()
+
+    @property
+    def host_mesh(self) -> HostMesh:
+        if len(self) != 1:
+            raise NotImplementedError(
+                f"host_mesh is only defined for a singleton proc mesh; {self._name} has "
+                f"{len(self)} procs. Slice it to one proc first."
+            )
+        if self._host is None:
+            from monarch._src.mesh.host_mesh import current_host
+
+            return current_host()
+        return self._host
+
+    async def logging_option(
+        self, stream_to_client: bool = False, aggregate_window_sec: int | None = None,
+        level: int = 20,
+    ) -> None:
+        raise NotImplementedError(
+            "ProcMesh.logging_option arrives with the notebook integration; procs of this_host() "
+            "already write to the controller's stdout and stderr."
+        )
+
+    def activate(self) -> Any:
+        raise NotImplementedError(
+            "The tensor engine (proc_mesh.activate()) is not available in this version of monarch."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_proc_mesh, (self._table, self._mesh_shape, self._name, self._id,
+                                     self._owner_addr))
+
+    def __repr__(self) -> str:
+        return f"<ProcMesh {self._name} {self.extent!r}>"
+
+
+def _rebuild_proc_mesh(
+    table: ProcTable, shape: Shape, name: str, mesh_id: str, owner_addr: str
+) -> ProcMesh:
+    return ProcMesh._create(table, shape, host=None, name=name, owned=False, mesh_id=mesh_id,
+                            owner_addr=owner_addr)
+
+
+_this_proc: ProcMesh | None = None
+
+
+def this_proc() -> ProcMesh:
+    """The singleton proc mesh of the current process; actors spawned on it run here."""
+    global _this_proc
+    if _this_proc is None:
+        rt = get_runtime()
+        table = ProcTable([rt.address])
+        _this_proc = ProcMesh._create(
+            table, Shape([], Slice(offset=0, sizes=[], strides=[])), host=None, name="this_proc",
+            owned=False,
+        )
+    return _this_proc
+
+
+def fetch_proc_mesh(ref: tuple[str, str]) -> ProcMesh:
+    """Ask the owner at `ref[0]` for the proc mesh `ref[1]` (blocks; from an actor thread)."""
+    addr, mesh_id = ref
+    pm = _registry.get(mesh_id)
+    if pm is not None:
+        return pm._new_with_shape(pm._mesh_shape)
+    entry = OncePort()
+    rt = get_runtime()
+    reply = rt.mailbox.open_port(entry, (addr,))
+    rt.mailbox.post(addr, (CONTROL, "get_proc_mesh", (mesh_id,), reply))
+    return decode_reply(entry.cf.result(timeout=60))  # type: ignore[no-any-return]
+
+
+def serve_proc_mesh(mesh_id: str) -> ProcMesh:
+    pm = _registry.get(mesh_id)
+    if pm is None:
+        raise LookupError(f"proc mesh {mesh_id} is not known here; it may have been stopped.")
+    return pm._new_with_shape(pm._mesh_shape)

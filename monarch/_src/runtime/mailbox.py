@@ -1,0 +1,248 @@
+"""The proc agent's mailbox: routing of envelopes into and out of one process.
+
+Every monarch process (the controller and each proc) has exactly one `Mailbox`. It owns the
+process's runtime loop (a background thread on the controller, the main thread in a proc), the
+transport, the port table and the table of actors living here.
+
+Sending: any thread calls `post(addr, envelope)`. Posts go through one thread-safe queue that
+the loop drains in order, waking the loop only when the queue was empty, so a burst of calls costs
+one wake-up. Envelopes for this very process are delivered without touching the network.
+
+Receiving: batches arrive on the loop; `CALL` envelopes go to the target actor's inbox, `PORT`
+envelopes to the port table, `CONTROL` envelopes to the registered control handlers.
+
+Failure: when the connection to a peer breaks, every port still waiting on a reply from that peer
+fails with `SupervisionError`, and later calls to it fail at once; nothing waits for a timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections import deque
+from typing import Any, Callable, Protocol
+
+from monarch._src.runtime.envelope import (
+    CALL,
+    CONTROL,
+    PORT,
+    PORT_ERROR,
+    PortAddr,
+    copy_payload,
+    encode,
+)
+from monarch._src.runtime.ports import _Entry
+from monarch._src.supervision.errors import SupervisionError
+from monarch._src.transport.comm import Transport
+
+__all__ = ["Mailbox", "PENDING_PREFIX"]
+
+logger = logging.getLogger(__name__)
+
+# Routing keys of procs whose address is not known yet ("pending:<proc_id>").
+PENDING_PREFIX = "pending:"
+
+
+class Inbox(Protocol):
+    """What the mailbox needs from an actor living in this process."""
+
+    def enqueue(self, env: tuple[Any, ...]) -> None: ...
+
+
+ControlHandler = Callable[[str, tuple[Any, ...], "PortAddr | None"], None]
+
+
+class Mailbox:
+    """The router of one process. Fields are touched on the loop thread unless noted."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.address = ""  # the transport's listen address, once started
+        self.transport = Transport(self._on_batch, self._on_lost)
+        self.actors: dict[str, Inbox] = {}  # actor key -> actor living here (any thread adds)
+        self.control: dict[str, ControlHandler] = {}  # op -> handler, registered at start-up
+        self._ports: dict[int, _Entry] = {}  # open ports of this process (any thread adds)
+        self._port_ids = itertools.count(1)
+        self._port_peers: dict[int, tuple[str, ...]] = {}  # port -> peers that owe it replies
+        self._waiting: dict[str, set[int]] = {}  # peer -> ports waiting on a reply from it
+        self._outq: deque[tuple[str, tuple[Any, ...]]] = deque()  # posts from any thread
+        self._wake_pending = False  # a _flush is scheduled on the loop
+        self._alias: dict[str, str] = {}  # pending routing key -> resolved address
+        self._held: dict[str, list[tuple[Any, ...]]] = {}  # pending key -> envelopes, in order
+        self._dead: dict[str, BaseException] = {}  # peers known gone -> why
+        self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
+        self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
+
+    async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
+        self.address = await self.transport.start(address)
+        return self.address
+
+    # ---- ports ------------------------------------------------------------------------------
+    def open_port(self, entry: _Entry, waits_on: tuple[str, ...] = ()) -> PortAddr:
+        """Register `entry`; `waits_on` lists the peers whose death must fail it (any thread)."""
+        port_id = next(self._port_ids)
+        self._ports[port_id] = entry
+        if waits_on:
+            self.loop.call_soon_threadsafe(self._watch_port, port_id, waits_on)
+        return (self.address, port_id)
+
+    def _watch_port(self, port_id: int, peers: tuple[str, ...]) -> None:
+        entry = self._ports.get(port_id)
+        if entry is None or entry.closed:
+            return
+        peers = tuple(self._alias.get(peer, peer) for peer in peers)
+        for peer in peers:
+            if peer in self._dead:
+                entry.fail(self._dead[peer])
+                self._close_port(port_id)
+                return
+        self._port_peers[port_id] = peers
+        for peer in peers:
+            self._waiting.setdefault(peer, set()).add(port_id)
+
+    def close_port(self, port: PortAddr) -> None:
+        """Forget a port; later replies to it are dropped (any thread)."""
+        self.loop.call_soon_threadsafe(self._close_port, port[1])
+
+    def _close_port(self, port_id: int) -> None:
+        self._ports.pop(port_id, None)
+        for peer in self._port_peers.pop(port_id, ()):
+            peer = self._alias.get(peer, peer)
+            waiting = self._waiting.get(peer)
+            if waiting is not None:
+                waiting.discard(port_id)
+
+    # ---- sending ----------------------------------------------------------------------------
+    def post(self, addr: str, env: tuple[Any, ...]) -> None:
+        """Send `env` to the process at `addr` (any thread); order per calling thread is kept."""
+        self._outq.append((addr, env))
+        if not self._wake_pending:
+            self._wake_pending = True
+            self.loop.call_soon_threadsafe(self._flush)
+
+    def _flush(self) -> None:
+        self._wake_pending = False
+        q = self._outq
+        while q:
+            addr, env = q.popleft()
+            self._route(addr, env)
+
+    def _route(self, addr: str, env: tuple[Any, ...]) -> None:
+        addr = self._alias.get(addr, addr)
+        if addr == self.address:
+            self._deliver_local(env)
+        elif addr in self._dead:
+            self._undeliverable(addr, env, self._dead[addr])
+        elif addr.startswith(PENDING_PREFIX):
+            self._held.setdefault(addr, []).append(env)
+        else:
+            self.transport.send(addr, env)
+
+    def resolve(self, pending_key: str, addr: str) -> None:
+        """The proc known as `pending_key` listens at `addr`: release what was held (loop)."""
+        self._alias[pending_key] = addr
+        for port_id in self._waiting.pop(pending_key, set()):
+            self._waiting.setdefault(addr, set()).add(port_id)
+        for env in self._held.pop(pending_key, []):
+            self._route(addr, env)
+
+    def _deliver_local(self, env: tuple[Any, ...]) -> None:
+        kind = env[0]
+        if kind == CALL or kind == PORT:
+            # Inside one process the receiver must still get its own copy of the arguments.
+            env = (*env[:3], copy_payload(env[3]), *env[4:]) if kind == CALL else (
+                env[0], env[1], copy_payload(env[2]), *env[3:]
+            )
+        self._dispatch(self.address, env)
+
+    # ---- receiving --------------------------------------------------------------------------
+    def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
+        for env in envs:
+            self._dispatch(peer, env)
+
+    def _dispatch(self, peer: str, env: tuple[Any, ...]) -> None:
+        kind = env[0]
+        if kind == PORT:
+            _, port_id, payload, rank, status = env
+            entry = self._ports.get(port_id)
+            if entry is None:
+                return  # a late reply to a port nobody reads any more
+            entry.deliver(payload, rank, status)
+            if entry.closed:
+                self._close_port(port_id)
+        elif kind == CALL:
+            actor = self.actors.get(env[1])
+            if actor is None:
+                self._reject(env, f"actor {env[1]} does not exist on this proc ({self.address}).")
+            else:
+                actor.enqueue(env)
+        elif kind == CONTROL:
+            _, op, args, reply = env
+            handler = self.control.get(op)
+            if handler is None:
+                logger.error("monarch: unknown control operation %r from %s", op, peer)
+                return
+            try:
+                handler(peer, args, reply)
+            except Exception as exc:
+                logger.exception("monarch: control operation %r failed", op)
+                if reply is not None:
+                    self.reply_error(reply, exc)
+
+    def _reject(self, env: tuple[Any, ...], report: str) -> None:
+        reply = env[4]
+        if reply is not None:
+            self.reply_error(reply, SupervisionError(report), rank=env[5][0])
+
+    # ---- replies ----------------------------------------------------------------------------
+    def reply(self, port: PortAddr, value: Any, rank: int | None = None) -> None:
+        self.post(port[0], (PORT, port[1], encode(value), rank, 0))
+
+    def reply_error(self, port: PortAddr, exc: BaseException, rank: int | None = None) -> None:
+        self.post(port[0], (PORT, port[1], encode(exc), rank, PORT_ERROR))
+
+    # ---- failures ---------------------------------------------------------------------------
+    def expect_exit(self, peer: str, err: BaseException) -> None:
+        """`peer` was asked to exit: report `err`, not a transport failure, once it is gone."""
+        self._expected_exit[peer] = err
+
+    def _on_lost(self, peer: str, lost: list[tuple[Any, ...]], err: BaseException) -> None:
+        err = self._expected_exit.pop(peer, err)
+        if peer not in self._dead:
+            self.mark_dead(peer, err)
+        for env in lost:
+            self._undeliverable(peer, env, err)
+
+    def mark_dead(self, peer: str, err: BaseException) -> None:
+        """`peer` is gone: fail what waits on it, and later sends to it at once (loop)."""
+        self._dead[peer] = err
+        self.transport.forget_peer(peer)
+        for env in self._held.pop(peer, []):
+            self._undeliverable(peer, env, err)
+        for port_id in self._waiting.pop(peer, set()):
+            entry = self._ports.get(port_id)
+            if entry is not None:
+                entry.fail(_as_supervision_error(err))
+                if entry.closed:
+                    self._close_port(port_id)
+        for callback in self.on_peer_lost:
+            callback(peer, err)
+
+    def _undeliverable(self, peer: str, env: tuple[Any, ...], err: BaseException) -> None:
+        if env[0] == CALL:
+            self._reject(env, f"the proc at {peer} is unreachable: {err}")
+        elif env[0] == CONTROL and env[3] is not None:
+            port = env[3]
+            self.post(port[0], (PORT, port[1], encode(_as_supervision_error(err)), None, PORT_ERROR))
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+
+def _as_supervision_error(err: BaseException) -> SupervisionError:
+    if isinstance(err, SupervisionError):
+        return err
+    return SupervisionError(f"the process this actor was running on failed: {err}")
+
+

@@ -1,0 +1,207 @@
+"""Reply ports as seen by the proc that owns them.
+
+A port is an entry in its proc's port table, addressed by `(proc_address, port_id)`. Senders post
+`PORT` envelopes to it; the proc's loop hands each to the entry's `deliver`. The entries here turn
+replies into the state behind `Future`s: one reply (`call_one`, `choose`), one reply per rank
+gathered in rank order (`call`), replies in arrival order (`stream`), or an open-ended queue
+(`Channel.open`). Decoding of payloads is left to the reader's thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections import deque
+from typing import Any, Callable
+
+from monarch._src.runtime.envelope import PORT_CLOSED, PORT_ERROR, PORT_VALUE, Payload, decode
+
+__all__ = ["CountPort", "GatherPort", "OncePort", "QueuePort", "StreamPort", "decode_reply"]
+
+Reply = tuple[int, Payload]  # (status, payload)
+
+
+def decode_reply(reply: Reply) -> Any:
+    """Decode one raw reply: its value, or raise the exception it carries."""
+    status, payload = reply
+    value = decode(payload)
+    if status == PORT_ERROR:
+        raise value
+    return value
+
+
+class _Entry:
+    """Base of port-table entries. `deliver` and `fail` run on the owning proc's loop."""
+
+    closed = False  # True once the entry expects nothing more; the table then drops it
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        raise NotImplementedError
+
+    def fail(self, exc: BaseException) -> None:
+        """A sender this port waited on is gone: end with `exc` where a reply is still due."""
+        raise NotImplementedError
+
+
+class OncePort(_Entry):
+    """Exactly one reply completes `cf` with the raw reply."""
+
+    def __init__(self) -> None:
+        self.cf: concurrent.futures.Future[Reply] = concurrent.futures.Future()
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if not self.closed:
+            self.closed = True
+            self.cf.set_result((status, payload))
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.closed:
+            self.closed = True
+            self.cf.set_exception(exc)
+
+
+class GatherPort(_Entry):
+    """One reply per rank of `n`; completes `cf` with the raw replies in rank order."""
+
+    def __init__(self, n: int) -> None:
+        self.cf: concurrent.futures.Future[list[Reply]] = concurrent.futures.Future()
+        self.replies: list[Reply | None] = [None] * n  # by rank; None until that rank answers
+        self.missing = n
+        if n == 0:
+            self.closed = True
+            self.cf.set_result([])
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if self.closed or rank is None or self.replies[rank] is not None:
+            return
+        self.replies[rank] = (status, payload)
+        self.missing -= 1
+        if self.missing == 0:
+            self.closed = True
+            self.cf.set_result(self.replies)  # type: ignore[arg-type]
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.closed:
+            self.closed = True
+            self.cf.set_exception(exc)
+
+
+class CountPort(GatherPort):
+    """Completes `cf` with None once `n` replies arrived, whatever their ranks (acknowledgements).
+
+    A peer that dies counts as having answered; an error reply fails `cf`.
+    """
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if self.closed:
+            return
+        if status == PORT_ERROR:
+            self.closed = True
+            try:
+                self.cf.set_exception(decode(payload))
+            except BaseException as exc:  # the error itself could not be decoded
+                self.cf.set_exception(exc)
+            return
+        self.missing -= 1
+        if self.missing == 0:
+            self.closed = True
+            self.cf.set_result(None)  # type: ignore[arg-type]
+
+    def fail(self, exc: BaseException) -> None:
+        self.missing -= 1
+        if not self.closed and self.missing <= 0:
+            self.closed = True
+            self.cf.set_result(None)  # type: ignore[arg-type]
+
+
+class StreamPort(_Entry):
+    """`n` replies; the k-th to arrive completes the k-th future."""
+
+    def __init__(self, n: int) -> None:
+        self.cfs: list[concurrent.futures.Future[Reply]] = [
+            concurrent.futures.Future() for _ in range(n)
+        ]
+        self.next = 0  # index of the future the next reply completes
+        self.closed = n == 0
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if self.closed:
+            return
+        self.cfs[self.next].set_result((status, payload))
+        self.next += 1
+        self.closed = self.next == len(self.cfs)
+
+    def fail(self, exc: BaseException) -> None:
+        while not self.closed:
+            self.cfs[self.next].set_exception(exc)
+            self.next += 1
+            self.closed = self.next == len(self.cfs)
+
+
+class QueuePort(_Entry):
+    """An open-ended port behind a `PortReceiver`: values queue until `recv` takes them.
+
+    Values and waiting receivers meet under a lock because `recv` runs on the receiver's thread
+    while `deliver` runs on the loop.
+    """
+
+    def __init__(self, once: bool = False, ranked: bool = False) -> None:
+        self.once = once
+        self.ranked = ranked
+        self._lock = threading.Lock()
+        self._values: deque[tuple[int, Payload, int | None]] = deque()  # undelivered messages
+        self._waiters: deque[concurrent.futures.Future[Any]] = deque()  # recv()s waiting
+        self._error: BaseException | None = None  # set when the port can receive no more
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            if self.once:
+                self.closed = True
+            if status == PORT_CLOSED:
+                self._error = EOFError("Port closed: the sender closed it.")
+                self.closed = True
+            elif self._waiters:
+                self._waiters.popleft().set_result((status, payload, rank))
+                return
+            else:
+                self._values.append((status, payload, rank))
+                return
+            self._wake_all_with_error()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._error is None:
+                self._error = exc
+            self._wake_all_with_error()
+
+    def _wake_all_with_error(self) -> None:
+        while self._waiters:
+            cf = self._waiters.popleft()
+            if self._error is not None:
+                cf.set_exception(self._error)
+
+    def take(self) -> concurrent.futures.Future[Any]:
+        """A future of the next message, `(status, payload, rank)`."""
+        cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        with self._lock:
+            if self._values:
+                cf.set_result(self._values.popleft())
+            elif self._error is not None:
+                cf.set_exception(self._error)
+            else:
+                self._waiters.append(cf)
+        return cf
+
+
+def decode_ranked(ranked: bool) -> Callable[[tuple[int, Payload, int | None]], Any]:
+    def _decode(msg: tuple[int, Payload, int | None]) -> Any:
+        status, payload, rank = msg
+        value = decode_reply((status, payload))
+        return (rank, value) if ranked else value
+
+    return _decode
+
+
+__all__ += ["PORT_VALUE", "decode_ranked"]

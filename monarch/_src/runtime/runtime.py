@@ -1,0 +1,135 @@
+"""The process-global runtime: one mailbox and the loop that drives it.
+
+On the controller (a script or a notebook kernel) the loop runs on a daemon thread started on
+first use, like Dask's IO loop, so `Future.get()` can block any other thread, the kernel's
+included. In a proc started by a host agent, the loop runs on the main thread
+(`install_proc_runtime`). Either way there is exactly one `Runtime` per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import os
+import threading
+import uuid
+from typing import Any, Callable, Coroutine, TypeVar
+
+from monarch._src.runtime.mailbox import Mailbox
+
+__all__ = ["Runtime", "get_runtime", "install_proc_runtime", "runtime_if_started"]
+
+T = TypeVar("T")
+
+_lock = threading.Lock()
+_runtime: Runtime | None = None
+# Called with each new runtime before it is handed out; upper layers register their agents here.
+on_start: list[Callable[[Runtime], None]] = []
+
+
+class Runtime:
+    """The mailbox of this process and the loop that drives it."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str, is_controller: bool
+    ) -> None:
+        self.loop = loop
+        self.mailbox = mailbox
+        self.proc_id = proc_id  # unique name of this process within the job
+        self.is_controller = is_controller  # True in the user's (client) process
+        self.loop_thread: threading.Thread | None = None  # set on the controller
+        self.shutdown_hooks: list[Callable[[], None]] = []  # run by shutdown, last first
+        self.root_address: str | None = None  # the root client's address; None on the client
+
+    @property
+    def address(self) -> str:
+        return self.mailbox.address
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run `coro` on the runtime loop (from any other thread)."""
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run `fn(*args)` on the runtime loop (any thread)."""
+        self.loop.call_soon_threadsafe(fn, *args)
+
+    def on_loop_thread(self) -> bool:
+        return self.loop_thread is threading.current_thread()
+
+
+def runtime_if_started() -> Runtime | None:
+    return _runtime
+
+
+def get_runtime() -> Runtime:
+    """This process's runtime, starting the controller's on first use (thread-safe)."""
+    rt = _runtime
+    if rt is not None:
+        return rt
+    with _lock:
+        if _runtime is None:
+            _start_controller_runtime()
+    assert _runtime is not None
+    return _runtime
+
+
+def _start_controller_runtime() -> None:
+    global _runtime
+    loop = asyncio.new_event_loop()
+    mailbox = Mailbox(loop)
+    started: concurrent.futures.Future[str] = concurrent.futures.Future()
+
+    def run() -> None:
+        asyncio.set_event_loop(loop)
+
+        async def boot() -> None:
+            try:
+                started.set_result(await mailbox.start(_listen_address()))
+            except BaseException as exc:
+                started.set_exception(exc)
+
+        loop.run_until_complete(boot())
+        loop.run_forever()
+
+    thread = threading.Thread(target=run, name="monarch-runtime", daemon=True)
+    thread.start()
+    started.result(timeout=60)
+    rt = Runtime(loop, mailbox, f"client-{os.getpid()}-{uuid.uuid4().hex[:6]}", True)
+    rt.loop_thread = thread
+    for hook in on_start:
+        hook(rt)
+    _runtime = rt
+    atexit.register(_atexit_shutdown)
+
+
+def _listen_address() -> str:
+    from monarch._src.config import get as config_get  # config is stdlib-only and cheap
+
+    transport = config_get("default_transport")
+    text = transport if isinstance(transport, str) else getattr(transport, "name", "")
+    if isinstance(text, str) and "://" in text:
+        return text
+    return "tcp://127.0.0.1:0"
+
+
+def install_proc_runtime(loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str) -> Runtime:
+    """Make `mailbox` this proc's runtime; its loop runs on the calling (main) thread."""
+    global _runtime
+    rt = Runtime(loop, mailbox, proc_id, False)
+    rt.loop_thread = threading.current_thread()
+    for hook in on_start:
+        hook(rt)
+    _runtime = rt
+    return rt
+
+
+def _atexit_shutdown() -> None:
+    rt = _runtime
+    if rt is None:
+        return
+    for hook in reversed(rt.shutdown_hooks):
+        try:
+            hook()
+        except Exception:  # teardown at exit is best effort; never mask the exit status
+            pass

@@ -1,0 +1,194 @@
+"""`Extent` (named dimension sizes) and `Point` (one position inside an extent).
+
+An extent says how big a mesh is, dimension by dimension, and nothing about which global ranks
+it covers (that is the `Slice` in a `Shape`). A point is a row-major rank within an extent, read
+as a mapping from label to coordinate, so `mesh.slice(**point)` selects it.
+
+Both are immutable values that hash, compare and pickle. Unknown labels raise
+`DimensionNotFound`, which is both a `KeyError` (so `in` and `Mapping.get` behave) and the
+`ValueError` that Monarch raises.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from monarch._src.shape.region import Region
+from monarch._src.shape.slice import Slice
+
+_BARE_LABEL = re.compile(r"[A-Za-z0-9_]+")
+
+
+class DimensionNotFound(KeyError, ValueError):
+    """A dimension label was looked up in an extent or point that does not have it."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__(f"Dimension {label!r} not found")
+        self.label = label
+
+    def __str__(self) -> str:
+        # KeyError would repr() the message; Monarch users match on the plain text.
+        return str(self.args[0])
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DimensionNotFound, (self.label,))
+
+
+def _format_label(label: str) -> str:
+    return label if _BARE_LABEL.fullmatch(label) else json.dumps(label)
+
+
+class Extent(Mapping[str, int]):
+    """Ordered mapping from dimension label to size, e.g. `{hosts: 2, gpus: 4}`."""
+
+    __slots__ = ("_index", "_labels", "_sizes")
+
+    def __init__(self, labels: Sequence[str], sizes: Sequence[int]) -> None:
+        if isinstance(labels, str):
+            raise TypeError(
+                f"Extent labels must be a sequence of strings, got the string {labels!r}; "
+                f"wrap it in a list, e.g. [{labels!r}]."
+            )
+        labels_t = tuple(labels)
+        for label in labels_t:
+            if not isinstance(label, str):
+                raise TypeError(f"Extent label {label!r} is not a string.")
+        if len(set(labels_t)) != len(labels_t):
+            raise ValueError(f"Extent labels {list(labels_t)} repeat a name; use distinct labels.")
+        sizes_t = tuple(operator.index(size) for size in sizes)
+        if len(sizes_t) != len(labels_t):
+            raise ValueError(
+                f"Extent got {len(labels_t)} labels but {len(sizes_t)} sizes; "
+                "pass one size per label."
+            )
+        for label, size in zip(labels_t, sizes_t):
+            if size < 0:
+                raise ValueError(f"Extent dimension {label!r} has negative size {size}.")
+        # _index: label -> dimension position, the inverse of _labels.
+        self._labels: tuple[str, ...] = labels_t
+        self._sizes: tuple[int, ...] = sizes_t
+        self._index: dict[str, int] = {label: dim for dim, label in enumerate(labels_t)}
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    @property
+    def sizes(self) -> list[int]:
+        return list(self._sizes)
+
+    @property
+    def nelements(self) -> int:
+        """Number of points: the product of the sizes (1 for a 0-dimensional extent)."""
+        total = 1
+        for size in self._sizes:
+            total *= size
+        return total
+
+    @property
+    def region(self) -> Region:
+        """These dimensions laid densely over global ranks `0 .. nelements - 1`."""
+        return Region(self._labels, Slice.new_row_major(self._sizes))
+
+    def dim_index(self, label: str) -> int:
+        """Position of `label` among the dimensions; `DimensionNotFound` if absent."""
+        try:
+            return self._index[label]
+        except (KeyError, TypeError):
+            raise DimensionNotFound(label) from None
+
+    def __getitem__(self, label: str) -> int:
+        return self._sizes[self.dim_index(label)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._labels)
+
+    def __len__(self) -> int:
+        return len(self._labels)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Extent):
+            return NotImplemented
+        return (self._labels, self._sizes) == (other._labels, other._sizes)
+
+    def __hash__(self) -> int:
+        return hash((Extent, self._labels, self._sizes))
+
+    def __repr__(self) -> str:
+        body = ", ".join(
+            f"{_format_label(label)}: {size}" for label, size in zip(self._labels, self._sizes)
+        )
+        return "{" + body + "}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Extent, (self._labels, self._sizes))
+
+
+class Point(Mapping[str, int]):
+    """Read-only mapping label -> coordinate of row-major `rank` within `extent`."""
+
+    __slots__ = ("_coords", "_extent", "_rank")
+
+    def __init__(self, rank: int, extent: Extent) -> None:
+        if not isinstance(extent, Extent):
+            if not isinstance(extent, Mapping):
+                raise TypeError(f"Point needs an Extent, got {extent!r}.")
+            extent = Extent(list(extent.keys()), list(extent.values()))
+        rank = operator.index(rank)
+        if not 0 <= rank < extent.nelements:
+            raise ValueError(
+                f"Point rank {rank} is outside extent {extent!r}, which has "
+                f"{extent.nelements} points; use a rank in [0, {extent.nelements})."
+            )
+        coords = [0] * len(extent)
+        remainder = rank
+        sizes = extent.sizes
+        for dim in range(len(sizes) - 1, -1, -1):
+            remainder, coords[dim] = divmod(remainder, sizes[dim])
+        # _coords: coordinate per dimension of _extent, derived once from _rank.
+        self._rank: int = rank
+        self._extent: Extent = extent
+        self._coords: tuple[int, ...] = tuple(coords)
+
+    @property
+    def rank(self) -> int:
+        return self._rank
+
+    @property
+    def extent(self) -> Extent:
+        return self._extent
+
+    def size(self, label: str) -> int:
+        """Size of dimension `label` in this point's extent."""
+        return self._extent[label]
+
+    def __getitem__(self, label: str) -> int:
+        return self._coords[self._extent.dim_index(label)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._extent)
+
+    def __len__(self) -> int:
+        return len(self._coords)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Point):
+            return NotImplemented
+        return (self._rank, self._extent) == (other._rank, other._extent)
+
+    def __hash__(self) -> int:
+        return hash((Point, self._rank, self._extent))
+
+    def __repr__(self) -> str:
+        body = ", ".join(
+            f"{label!r}: {coord}/{size}"
+            for label, coord, size in zip(self._extent, self._coords, self._extent.sizes)
+        )
+        return "{" + body + "}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Point, (self._rank, self._extent))

@@ -1,0 +1,91 @@
+"""`MeshTrait`: the named-dimension mesh protocol shared by every mesh type.
+
+A mesh type supplies two things, its current `Shape` (`_shape`) and a way to rebuild itself
+around another shape over the same global ranks (`_new_with_shape`); this mixin derives
+`slice`, `split`, `rename`, `flatten`, `size`, `sizes`, `extent` and `len()` from them, with
+the arithmetic and error messages in `monarch._src.shape.ops`.
+
+Design note: the protocol is a mixin over one abstract pair rather than a `Protocol` the mesh
+types each implement, because every implementation would be the same six lines and would drift.
+"""
+
+from __future__ import annotations
+
+import builtins
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import TypeVar
+
+from monarch._src.shape.extent import Extent
+from monarch._src.shape.ops import flatten_shape, rename_shape, slice_shape, split_shape
+from monarch._src.shape.shape import Shape
+
+# A bound TypeVar rather than `typing.Self`: Self needs Python 3.11 or typing_extensions, and this
+# package imports only the standard library of Python 3.10 (hence the PYI019 waivers below).
+_M = TypeVar("_M", bound="MeshTrait")
+
+
+class MeshTrait(ABC):
+    """Mixin giving a mesh the slice/split/rename/flatten/size protocol over its `_shape`."""
+
+    __slots__ = ()
+
+    @property
+    @abstractmethod
+    def _shape(self) -> Shape:
+        """Labels and global ranks of this mesh."""
+
+    @abstractmethod
+    def _new_with_shape(self: _M, shape: Shape) -> _M:
+        """A mesh of the same kind restricted or relabelled to `shape`.
+
+        `shape` covers a subset of this mesh's global ranks (all of them for split, rename
+        and flatten), so implementations can map each of its ranks back to their own data.
+        """
+
+    def slice(self: _M, **dims: int | builtins.slice) -> _M:  # noqa: PYI019
+        """Restrict dimensions: `mesh.slice(gpus=0)` drops `gpus`; a `slice` keeps the dim.
+
+        Unknown label: TypeError. Integer out of range or negative: IndexError.
+        """
+        return self._new_with_shape(slice_shape(self._shape, **dims))
+
+    def split(self: _M, **kwargs: Sequence[str] | int) -> _M:  # noqa: PYI019
+        """Split dimensions: `mesh.split(host=("dp", "pp"), pp=2)`; see `ops.split_shape`."""
+        return self._new_with_shape(split_shape(self._shape, **kwargs))
+
+    def rename(self: _M, **kwargs: str) -> _M:  # noqa: PYI019
+        """Rename dimensions: `mesh.rename(host="dp")`; unmentioned dimensions are kept."""
+        return self._new_with_shape(rename_shape(self._shape, **kwargs))
+
+    def flatten(self: _M, name: str) -> _M:  # noqa: PYI019
+        """Collapse all dimensions into one called `name`; ValueError on a sparse mesh."""
+        return self._new_with_shape(flatten_shape(self._shape, name))
+
+    def size(self, dim: str | Sequence[str] | None = None) -> int:
+        """Total points, the size of dimension `dim`, or the product over several dims.
+
+        An unknown dimension raises `DimensionNotFound`, a `KeyError`.
+        """
+        extent = self.extent
+        if dim is None:
+            return extent.nelements
+        if isinstance(dim, str):
+            return extent[dim]
+        total = 1
+        for label in dim:
+            total *= extent[label]
+        return total
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        """Label -> size, in dimension order."""
+        extent = self.extent
+        return dict(zip(extent.labels, extent.sizes))
+
+    @property
+    def extent(self) -> Extent:
+        return self._shape.extent
+
+    def __len__(self) -> int:
+        return len(self._shape)

@@ -1,0 +1,159 @@
+"""`Shape`: named dimensions over a strided `Slice` of global ranks.
+
+A shape is what every mesh holds: the labels say how users address dimensions, the slice says
+which global ranks (processes, actors) sit at each coordinate. `at` and `select` are the two
+primitive restrictions (drop a dimension at an index; keep it but narrow it); the mesh protocol
+in `ops.py` is built from them and adds the error types Monarch's `MeshTrait` raises.
+
+`Shape.at` raises ValueError for a bad label or index and OverflowError for a negative index,
+because that is what Monarch's Rust binding raises and user code may catch it.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+from monarch._src.shape.extent import Extent
+from monarch._src.shape.region import Region
+from monarch._src.shape.slice import Slice
+
+
+class Shape:
+    """Labelled dimensions (`labels`) over a `Slice` of global ranks (`ndslice`); immutable."""
+
+    __slots__ = ("_labels", "_slice")
+
+    def __init__(self, labels: Sequence[str], slice: Slice) -> None:
+        if isinstance(labels, str):
+            raise TypeError(
+                f"Shape labels must be a sequence of strings, got the string {labels!r}; "
+                f"wrap it in a list, e.g. [{labels!r}]."
+            )
+        if not isinstance(slice, Slice):
+            raise TypeError(f"Shape needs a Slice, got {slice!r}.")
+        labels_t = tuple(labels)
+        for label in labels_t:
+            if not isinstance(label, str):
+                raise TypeError(f"Shape label {label!r} is not a string.")
+        if len(set(labels_t)) != len(labels_t):
+            raise ValueError(f"Shape labels {list(labels_t)} repeat a name; use distinct labels.")
+        if len(labels_t) != slice.ndim:
+            raise ValueError(
+                f"Shape got {len(labels_t)} labels for the {slice.ndim}-dimensional {slice!r}; "
+                "pass one label per dimension."
+            )
+        # _labels[d] names dimension d of _slice.
+        self._labels: tuple[str, ...] = labels_t
+        self._slice: Slice = slice
+
+    @staticmethod
+    def unity() -> Shape:
+        """The 0-dimensional shape holding the single global rank 0."""
+        return Shape([], Slice(offset=0, sizes=[], strides=[]))
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self._labels)
+
+    @property
+    def ndslice(self) -> Slice:
+        return self._slice
+
+    @property
+    def extent(self) -> Extent:
+        return Extent(self._labels, self._slice.sizes)
+
+    @property
+    def region(self) -> Region:
+        return Region(self._labels, self._slice)
+
+    def ranks(self) -> list[int]:
+        """Global ranks in row-major order."""
+        return list(self._slice)
+
+    def coordinates(self, rank: int) -> dict[str, int]:
+        """Label -> coordinate of global `rank`; ValueError if the shape does not cover it."""
+        return dict(zip(self._labels, self._slice.coordinates(rank)))
+
+    def dim_index(self, label: str) -> int:
+        """Position of dimension `label`; ValueError naming the known labels if absent."""
+        try:
+            return self._labels.index(label)
+        except ValueError:
+            raise ValueError(
+                f"Shape {self!r} has no dimension labeled {label!r}; "
+                f"its dimensions are {list(self._labels)}."
+            ) from None
+
+    def at(self, label: str, index: int) -> Shape:
+        """The shape with dimension `label` fixed at `index` and removed."""
+        dim = self.dim_index(label)
+        position = operator.index(index)
+        size = self._slice.sizes[dim]
+        if position < 0:
+            raise OverflowError(
+                f"Index {position} for dimension {label!r} of {self!r} is negative; "
+                "pass an index in [0, size)."
+            )
+        if position >= size:
+            raise ValueError(
+                f"Index {position} is out of range for dimension {label!r} of size {size} "
+                f"in {self!r}; pass an index in [0, {size})."
+            )
+        sizes, strides = self._slice.sizes, self._slice.strides
+        offset = self._slice.offset + position * strides[dim]
+        del sizes[dim], strides[dim]
+        labels = list(self._labels)
+        del labels[dim]
+        return Shape(labels, Slice(offset=offset, sizes=sizes, strides=strides))
+
+    def select(self, label: str, slice_obj: slice) -> Shape:
+        """The shape with dimension `label` kept but narrowed to `slice_obj` (clamped, step > 0)."""
+        dim = self.dim_index(label)
+        if not isinstance(slice_obj, slice):
+            raise TypeError(
+                f"Shape.select needs a slice object for dimension {label!r}, got {slice_obj!r}; "
+                "use Shape.at for a single index."
+            )
+        size = self._slice.sizes[dim]
+        start, stop, step = slice_obj.indices(size)
+        if step <= 0:
+            raise ValueError(
+                f"Slice {slice_obj!r} for dimension {label!r} has a non-positive step; "
+                "mesh dimensions can only be narrowed in increasing order."
+            )
+        new_size = len(range(start, stop, step))
+        sizes, strides = self._slice.sizes, self._slice.strides
+        offset = self._slice.offset + (start * strides[dim] if new_size else 0)
+        sizes[dim] = new_size
+        strides[dim] = strides[dim] * step
+        return Shape(self._labels, Slice(offset=offset, sizes=sizes, strides=strides))
+
+    def index(self, **kwargs: int | slice) -> Shape:
+        """Apply `at` for each integer and `select` for each slice, e.g. `index(gpus=0)`."""
+        shape = self
+        for label, selector in kwargs.items():
+            if isinstance(selector, slice):
+                shape = shape.select(label, selector)
+            else:
+                shape = shape.at(label, selector)
+        return shape
+
+    def __len__(self) -> int:
+        return len(self._slice)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Shape):
+            return NotImplemented
+        return (self._labels, self._slice) == (other._labels, other._slice)
+
+    def __hash__(self) -> int:
+        return hash((Shape, self._labels, self._slice))
+
+    def __repr__(self) -> str:
+        return f"Shape(labels={list(self._labels)}, slice={self._slice!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Shape, (self._labels, self._slice))

@@ -1,0 +1,120 @@
+"""The error tree of monarch.
+
+Every error monarch raises derives from `MonarchError`, except the three names whose base classes
+the Monarch API fixes: `ActorError` (an endpoint raised and a reply was expected),
+`SupervisionError` (a `RuntimeError`: the target died or was stopped) and `MeshFailure` (passed to
+`__supervise__` and the fault hook). Errors are formatted into strings before they travel, so they
+pickle even when the original exception does not.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+__all__ = [
+    "ActorError",
+    "MeshFailure",
+    "MonarchError",
+    "SupervisionError",
+    "TransportError",
+    "format_remote_traceback",
+]
+
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_REMOTE_HEADER = "Traceback of where the remote call failed (most recent call last):"
+
+
+class MonarchError(Exception):
+    """Base of the errors monarch raises on its own account."""
+
+
+class TransportError(MonarchError, ConnectionError):
+    """The network failed: a peer could not be reached or a connection broke."""
+
+
+def format_remote_traceback(exc: BaseException) -> str:
+    """Format `exc` with its chain, headed as a remote traceback."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return text.replace(_TRACEBACK_HEADER, _REMOTE_HEADER)
+
+
+class ActorError(Exception):
+    """An endpoint raised an `Exception` while its caller waited for a reply.
+
+    `exception` is the original exception (or, when it could not be pickled, a `RuntimeError`
+    carrying its text); `message` names the actor and the endpoint; `exception_formatted` is the
+    remote traceback, chained causes included.
+    """
+
+    def __init__(
+        self,
+        exception: BaseException,
+        message: str = "A remote actor call has failed.",
+        exception_formatted: str | None = None,
+    ) -> None:
+        self.exception = exception
+        self.message = message
+        self.exception_formatted = (
+            exception_formatted
+            if exception_formatted is not None
+            else format_remote_traceback(exception)
+        )
+        super().__init__(self.message)
+
+    def __str__(self) -> str:
+        return f"{self.message}\n{self.exception_formatted}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorError, (self.exception, self.message, self.exception_formatted))
+
+
+class SupervisionError(RuntimeError):
+    """The actor a call was addressed to failed, died or was stopped.
+
+    `str()` is "Endpoint call <mesh>.<endpoint>() failed, <report>" when the endpoint is known,
+    else the report alone.
+    """
+
+    def __init__(self, report: str, endpoint: str | None = None) -> None:
+        self.report = report
+        self.endpoint = endpoint
+        super().__init__(report)
+
+    def __str__(self) -> str:
+        if self.endpoint:
+            return f"Endpoint call {self.endpoint}() failed, {self.report}"
+        return self.report
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (SupervisionError, (self.report, self.endpoint))
+
+
+class MeshFailure:
+    """A failure of some ranks of a mesh, given to `__supervise__` and the fault hook.
+
+    Not picklable, as in Monarch: convert it to `str` to send it anywhere.
+    """
+
+    def __init__(self, mesh_name: str, crashed_ranks: list[int], event: str) -> None:
+        self.mesh_name = mesh_name
+        self.crashed_ranks = list(crashed_ranks)
+        self.event = event
+        self.mesh = None
+
+    def report(self) -> str:
+        """The human-readable failure report."""
+        return self.event
+
+    def __str__(self) -> str:
+        return (
+            f"MeshFailure(mesh_name={self.mesh_name}, crashed_ranks={self.crashed_ranks}, "
+            f"event={self.event})"
+        )
+
+    __repr__ = __str__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        raise TypeError(
+            "MeshFailure cannot be pickled. Convert it with str(failure) before sending it."
+        )

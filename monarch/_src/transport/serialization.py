@@ -1,0 +1,313 @@
+"""Message payloads to pickle frames and back: `dumps`, `loads`, `frames_nbytes`.
+
+Design. Payloads are pickled with protocol 5 and a `buffer_callback`, so a large contiguous buffer
+(a numpy array, a torch tensor's storage, a big `bytearray` or `memoryview`) leaves as a separate
+out-of-band frame that still points at the sender's memory: nothing is copied before the socket.
+Buffers under `INBAND_LIMIT` stay inside the pickle stream, because for small data one frame is
+cheaper than two.
+
+One pickler class does everything. It subclasses `cloudpickle.Pickler`, whose `reducer_override`
+pickles by value exactly the functions and classes that a receiver could not import by name
+(defined in `__main__`, i.e. a script or a notebook cell, lambdas, closures, local classes) and
+leaves every importable one to plain pickle's by-name reference. The C pickler never calls
+`reducer_override` for None, bools, ints, floats, str, bytes, tuples, lists, dicts and sets, so a
+message made of builtins never runs Python code; reusing one pickler per thread removes the
+remaining cost of building a pickler, and a small message costs about as much as `pickle.dumps`.
+
+Torch tensors go through `torch_reduce`, which needs neither numpy nor, on the sender, any import
+of torch: the reducer is registered only once torch is in `sys.modules`, so importing this module
+imports neither torch nor numpy.
+
+Rejected alternatives. `cloudpickle.dumps` for everything costs about nine times `pickle.dumps` on
+a small message, because it builds a pickler per call. Plain pickle first with cloudpickle on
+failure does not work: plain pickle happily writes a `__main__` class by name, which only fails
+later, on the receiver. Torch's own tensor pickling copies each storage through `torch.save` into
+in-band bytes, and Dask's tensor serializer goes through numpy.
+
+Receiving. `loads` may keep the buffers it is given: a writable buffer (a `bytearray` or writable
+memoryview) becomes the memory of the numpy array, tensor or bytearray built from it, so the caller
+must not reuse it. A read-only buffer (`bytes`, a read-only memoryview) yields a read-only numpy
+array, because numpy supports those; a tensor or bytearray built from one is a copy, because torch
+has no read-only tensors.
+"""
+
+from __future__ import annotations
+
+import pickle
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from types import FunctionType
+from typing import Any, Final
+
+import cloudpickle
+
+from monarch._src.transport import torch_reduce
+
+__all__ = ["INBAND_LIMIT", "dumps", "frames_nbytes", "loads"]
+
+# Buffers of fewer bytes than this are pickled in-band; larger ones become out-of-band frames.
+INBAND_LIMIT: Final = 64 * 1024
+
+# memoryview formats that `memoryview.cast` can restore on the receiver.
+_CASTABLE_FORMATS: Final = frozenset("bBhHiIlLqQnNfd?cP")
+
+class _Sink:
+    """The file a pickler writes to: it collects the chunks of one message."""
+
+    __slots__ = ("write",)
+
+    def __init__(self, write: Callable[[bytes], object]) -> None:
+        self.write = write
+
+
+class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
+    """A protocol-5 cloudpickle pickler that keeps its state between messages on one thread.
+
+    Between two `dump` calls (after `reset`) every per-message field is empty.
+    """
+
+    def __init__(self) -> None:
+        # What the C pickler wrote for the current message: its own output chunks, alternating
+        # with large bytes-like payloads that it writes straight through (see `_splice`).
+        self._chunks: list[Any] = []
+        super().__init__(_Sink(self._chunks.append), protocol=5, buffer_callback=self._keep)
+        # Out-of-band frames of the current message, in the order pickle refers to them.
+        self.out_of_band: list[memoryview | pickle.PickleBuffer] = []
+        # For each out-of-band frame, how many chunks were written when pickle reached it.
+        self.out_of_band_at: list[int] = []
+        # Storages already framed in the current message, so a shared storage is sent once.
+        self.storages: dict[tuple[int, int], torch_reduce.StorageFrame] = {}
+        # The latest object pickle asked about: the likely culprit when pickling fails.
+        self.last_seen: object = _NOTHING
+        # True while a `dump` runs; a re-entrant `dumps` (from a `__reduce__`) builds a new pickler.
+        self.busy = False
+
+    def _keep(self, buffer: pickle.PickleBuffer) -> bool:
+        raw = buffer.raw()
+        if raw.nbytes < INBAND_LIMIT:
+            return True
+        self.out_of_band.append(raw)
+        self.out_of_band_at.append(len(self._chunks))
+        return False
+
+    def reducer_override(self, obj: Any) -> Any:
+        self.last_seen = obj
+        reducer = _REDUCERS.get(type(obj))
+        if reducer is not None:
+            return reducer(self, obj)
+        if isinstance(obj, (type, FunctionType)):
+            return super().reducer_override(obj)
+        return NotImplemented
+
+    def take(self) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
+        chunks = self._chunks
+        if len(chunks) == 1:
+            return chunks[0], self.out_of_band
+        return _splice(chunks, self.out_of_band, self.out_of_band_at)
+
+    def reset(self) -> None:
+        self._chunks.clear()
+        self.out_of_band = []
+        self.out_of_band_at = []
+        self.storages.clear()
+        self.globals_ref.clear()
+        self.last_seen = _NOTHING
+        self.clear_memo()
+
+
+_NOTHING: Final = object()
+
+_local = threading.local()
+
+
+def dumps(obj: Any) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
+    """Pickle `obj` into one in-band frame and a list of out-of-band buffers.
+
+    Every buffer is a flat byte memoryview over the sender's memory: keep `obj` unchanged until
+    the buffers are sent. A failure raises the original exception, with a note naming the type of
+    the object that could not be pickled.
+    """
+    if _torch_pending and "torch" in sys.modules:
+        _register_torch()
+    pickler: _Pickler | None = getattr(_local, "pickler", None)
+    if pickler is None:
+        pickler = _local.pickler = _Pickler()
+    elif pickler.busy:
+        pickler = _Pickler()
+    pickler.busy = True
+    try:
+        pickler.dump(obj)
+        return pickler.take()
+    except Exception as exc:
+        culprit = obj if pickler.last_seen is _NOTHING else pickler.last_seen
+        _add_note(exc, _failure_note(culprit))
+        # A pickler that failed halfway is not trusted with the next message.
+        if getattr(_local, "pickler", None) is pickler:
+            _local.pickler = None
+        raise
+    finally:
+        pickler.reset()
+        pickler.busy = False
+
+
+def loads(
+    data: bytes | bytearray | memoryview,
+    buffers: Sequence[memoryview | bytes | bytearray | pickle.PickleBuffer] = (),
+) -> Any:
+    """Rebuild the object that `dumps` pickled into `data` and `buffers`.
+
+    Writable buffers may become the memory of the rebuilt arrays, tensors and bytearrays; see
+    the module docstring.
+    """
+    return pickle.loads(data, buffers=buffers)
+
+
+def frames_nbytes(
+    data: bytes | bytearray | memoryview,
+    buffers: Sequence[memoryview | bytes | bytearray | pickle.PickleBuffer],
+) -> int:
+    """Return the total size in bytes of a pickled message and its out-of-band buffers."""
+    return memoryview(data).nbytes + sum(memoryview(buffer).nbytes for buffer in buffers)
+
+
+def _failure_note(culprit: object) -> str:
+    cls = type(culprit)
+    return f"Monarch could not pickle an object of type {cls.__module__}.{cls.__qualname__}."
+
+
+def _add_note(exc: BaseException, note: str) -> None:
+    add_note: Callable[[str], None] | None = getattr(exc, "add_note", None)
+    if add_note is not None:
+        add_note(note)
+    else:  # Python 3.10 has no add_note; the attribute is what 3.11 reads.
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]  # type: ignore[attr-defined]
+
+
+def _rebuild_bytearray(buffer: Any) -> bytearray:
+    if type(buffer) is bytearray:
+        return buffer
+    return bytearray(buffer)
+
+
+# Large `bytes` and `bytearray` objects never reach `reducer_override`: the C pickler serializes
+# them before consulting it. It does, however, write any payload of 64 KiB or more straight to
+# the file as the object itself, right after a chunk that ends with the payload's unframed header
+# opcode. `_splice` replaces that header with a call of a rebuild function on the next out-of-band
+# buffer and sends the payload out-of-band, so these objects travel without a copy too.
+def _next_buffer_call(module: str, name: str) -> bytes:
+    return b"".join(
+        (
+            pickle.SHORT_BINUNICODE + bytes([len(module)]) + module.encode(),
+            pickle.SHORT_BINUNICODE + bytes([len(name)]) + name.encode(),
+            pickle.STACK_GLOBAL,
+            pickle.NEXT_BUFFER,
+            pickle.TUPLE1,
+            pickle.REDUCE,
+        )
+    )
+
+
+_BYTES_CALL: Final = _next_buffer_call("builtins", "bytes")
+_BYTEARRAY_CALL: Final = _next_buffer_call(__name__, "_rebuild_bytearray")
+
+
+def _payload_header(prefix: bytes, payload: object) -> tuple[int, bytes] | None:
+    """Return (header length, replacement) if `prefix` ends with the header of `payload`."""
+    if type(payload) is bytearray:
+        header = pickle.BYTEARRAY8 + len(payload).to_bytes(8, "little")
+        return (len(header), _BYTEARRAY_CALL) if prefix.endswith(header) else None
+    if type(payload) is bytes:
+        size = len(payload)
+        if size <= 0xFFFFFFFF:
+            header = pickle.BINBYTES + size.to_bytes(4, "little")
+        else:
+            header = pickle.BINBYTES8 + size.to_bytes(8, "little")
+        return (len(header), _BYTES_CALL) if prefix.endswith(header) else None
+    return None
+
+
+def _splice(
+    chunks: list[Any],
+    buffers: list[memoryview | pickle.PickleBuffer],
+    positions: list[int],
+) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
+    """Join the chunks of one message, moving large bytes-like payloads out-of-band.
+
+    Pickle numbers out-of-band buffers by their order in the stream, so a moved payload is
+    placed after every buffer that `positions` shows was reached in an earlier chunk.
+    """
+    stream: list[Any] = [chunks[0]]
+    out: list[memoryview | pickle.PickleBuffer] = []
+    placed = 0
+    for index in range(1, len(chunks)):
+        chunk = chunks[index]
+        # The pickler's own chunks sit at even indices, payloads written through at odd ones.
+        found = _payload_header(stream[-1], chunk) if index % 2 else None
+        if found is None:
+            stream.append(chunk)
+            continue
+        header_length, call = found
+        stream[-1] = memoryview(stream[-1])[:-header_length]
+        stream.append(call)
+        while placed < len(buffers) and positions[placed] < index:
+            out.append(buffers[placed])
+            placed += 1
+        out.append(memoryview(chunk))
+    out.extend(buffers[placed:])
+    return b"".join(stream), out
+
+
+def _reduce_memoryview(pickler: _Pickler, obj: memoryview) -> Any:
+    fmt = obj.format.removeprefix("@")
+    shape: tuple[int, ...]
+    if fmt in _CASTABLE_FORMATS:
+        shape = obj.shape or ()
+    else:  # e.g. numpy record formats: the receiver gets the raw bytes.
+        fmt, shape = "B", (obj.nbytes,)
+    payload = obj if obj.c_contiguous else obj.tobytes()
+    return (_rebuild_memoryview, (pickle.PickleBuffer(payload), fmt, shape, obj.readonly))
+
+
+def _rebuild_memoryview(
+    buffer: Any, fmt: str, shape: tuple[int, ...], readonly: bool
+) -> memoryview:
+    view = memoryview(buffer)
+    if view.readonly and not readonly:
+        view = memoryview(bytearray(view))
+    elif readonly and not view.readonly:
+        view = view.toreadonly()
+    view = view.cast("B")
+    if fmt == "B" and len(shape) == 1:
+        return view
+    return view.cast(fmt, shape)
+
+
+def _reduce_tensor(pickler: _Pickler, obj: Any) -> Any:
+    return torch_reduce.reduce_tensor(obj, pickler.storages)
+
+
+def _reduce_storage_frame(pickler: _Pickler, obj: torch_reduce.StorageFrame) -> Any:
+    return obj.__reduce__()
+
+
+# Reducers by exact type, consulted before cloudpickle's; torch types join once torch is imported.
+_REDUCERS: dict[type, Callable[[_Pickler, Any], Any]] = {
+    memoryview: _reduce_memoryview,
+    torch_reduce.StorageFrame: _reduce_storage_frame,
+}
+
+# True until the torch reducers are registered.
+_torch_pending = True
+
+
+def _register_torch() -> None:
+    global _torch_pending
+    torch = sys.modules.get("torch")
+    tensor_type = getattr(torch, "Tensor", None)
+    parameter_type = getattr(getattr(torch, "nn", None), "Parameter", None)
+    if tensor_type is None or parameter_type is None:
+        return  # torch is blocked, or another thread is still importing it: look again later.
+    _REDUCERS[tensor_type] = _reduce_tensor
+    _REDUCERS[parameter_type] = _reduce_tensor
+    _torch_pending = False

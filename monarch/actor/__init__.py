@@ -1,0 +1,146 @@
+"""monarch.actor: actors, meshes, endpoints and their adverbs.
+
+Define an `Actor` subclass with `@endpoint` methods; start processes with
+`this_host().spawn_procs(per_host={"gpus": 4})`; spawn actors on them with `procs.spawn(name,
+Class, *args)`; call endpoints with `call`, `call_one`, `choose`, `stream` and `broadcast`. Every
+remote operation returns a `Future` at once: `.get()` blocks, `await` does not.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from monarch._src.config import ChannelTransport, configure, get as _config_get, parse_transport
+from monarch._src.mesh.accumulator import Accumulator
+from monarch._src.mesh.actor import Actor, concurrent_endpoint, endpoint
+from monarch._src.mesh.actor_mesh import ActorMesh
+from monarch._src.mesh.context import (
+    Context,
+    Instance,
+    context,
+    current_actor_name,
+    current_rank,
+    current_size,
+)
+from monarch._src.mesh.controller import get_or_spawn_controller
+from monarch._src.mesh.endpoint import Endpoint, as_endpoint, send
+from monarch._src.mesh.host_mesh import HostMesh
+from monarch._src.mesh.lifecycle import shutdown_context
+from monarch._src.mesh.port import Channel, Port, PortReceiver
+from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
+from monarch._src.mesh.telemetry import get_meter, span, traced
+from monarch._src.mesh.unsupported import (
+    attach,
+    attach_to_workers,
+    debug_controller,
+    default_bootstrap_cmd,
+    hosts_from_config,
+    run_worker_loop_forever,
+)
+from monarch._src.mesh.value_mesh import ValueMesh
+from monarch._src.runtime.future import Future
+from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
+from monarch._src.shape import Extent, Point
+from monarch._src.supervision.errors import ActorError, MeshFailure
+
+__all__ = [
+    "Accumulator",
+    "Actor",
+    "ActorError",
+    "current_actor_name",
+    "as_endpoint",
+    "current_rank",
+    "current_size",
+    "concurrent_endpoint",
+    "endpoint",
+    "Future",
+    "Point",
+    "ProcMesh",
+    "ProcId",
+    "Channel",
+    "send",
+    "shutdown_context",
+    "ValueMesh",
+    "debug_controller",
+    "get_or_spawn_controller",
+    "this_host",
+    "this_proc",
+    "default_bootstrap_cmd",
+    "HostMesh",
+    "context",
+    "hosts_from_config",
+    "Port",
+    "PortReceiver",
+    "Endpoint",
+    "Extent",
+    "run_worker_loop_forever",
+    "attach_to_workers",
+    "attach",
+    "enable_transport",
+    "Context",
+    "ChannelTransport",
+    "unhandled_fault_hook",
+    "MeshFailure",
+    "config",
+    "get_meter",
+    "span",
+    "traced",
+    "Uid",
+]
+
+_ = (ActorMesh, Instance)
+
+
+def this_host() -> HostMesh:
+    """The host mesh of the machine running the current actor or client (no dimensions)."""
+    from monarch._src.hosts.local import this_host as _this_host
+
+    return _this_host()
+
+
+def unhandled_fault_hook(failure: MeshFailure) -> None:
+    """Called with each supervision failure that reached the client unhandled.
+
+    Replace it by assignment (`monarch.actor.unhandled_fault_hook = fn`); it is looked up at
+    call time. Returning drops the failure; raising anything (the default raises `SystemExit`)
+    writes the report to stderr and exits the process with status 1 after atexit handlers ran.
+    """
+    sys.exit(1)
+
+
+def enable_transport(transport: ChannelTransport | str) -> None:
+    """Choose the transport before any other monarch call (a string or a ChannelTransport)."""
+    value = parse_transport(transport)
+    if _runtime_if_started() is not None and value != _config_get("default_transport"):
+        raise RuntimeError(
+            f"enable_transport({transport!r}) must be called before monarch starts; the runtime "
+            "already uses another transport."
+        )
+    configure(default_transport=value)
+
+
+class ProcId(str):
+    """The id of a proc."""
+
+
+class Uid(str):
+    """A unique id from the runtime."""
+
+
+class _ActorConfig:
+    """`monarch.actor.config`: attribute-style access to actor settings."""
+
+    @property
+    def prefix_python_logs_with_actor(self) -> bool:
+        return bool(_config_get("prefix_python_logs_with_actor"))
+
+    @prefix_python_logs_with_actor.setter
+    def prefix_python_logs_with_actor(self, value: bool) -> None:
+        configure(prefix_python_logs_with_actor=value)
+
+    def __repr__(self) -> str:
+        return f"<monarch.actor.config prefix_python_logs_with_actor={self.prefix_python_logs_with_actor}>"
+
+
+config: Any = _ActorConfig()

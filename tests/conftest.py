@@ -1,0 +1,104 @@
+"""Shared fixtures for the test suite.
+
+Worker processes are expensive on small CI machines, so the integration tests share two proc
+meshes for the whole session (`procs4`, `procs2`). A test that stops, kills or otherwise damages
+the procs it uses must spawn its own mesh instead of using these.
+
+`monarch.actor` is imported inside the fixtures, never at module level: unit tests are collected
+with this conftest too, and they must not depend on the runtime being importable.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Seconds a fixture waits for a proc mesh to stop before the teardown fails.
+STOP_TIMEOUT = 30.0
+
+
+def _spawn_shared_procs(gpus: int) -> Iterator[Any]:
+    from monarch.actor import this_host
+
+    procs = this_host().spawn_procs(per_host={"gpus": gpus})
+    try:
+        yield procs
+    finally:
+        procs.stop().get(timeout=STOP_TIMEOUT)
+
+
+@pytest.fixture(scope="session")
+def procs4() -> Iterator[Any]:
+    """A `{gpus: 4}` proc mesh shared by every test that leaves its procs running."""
+    yield from _spawn_shared_procs(4)
+
+
+@pytest.fixture(scope="session")
+def procs2() -> Iterator[Any]:
+    """A `{gpus: 2}` proc mesh shared by every test that leaves its procs running."""
+    yield from _spawn_shared_procs(2)
+
+
+class FaultRecorder:
+    """Stands in for `monarch.actor.unhandled_fault_hook` and records every failure it gets.
+
+    The hook may be called from any runtime thread, so the list is guarded by a condition that
+    tests wait on instead of sleeping. `MeshFailure` is not picklable and may refer to runtime
+    state, so both the object and its `str` (taken at call time) are kept.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        # Failures in the order the hook saw them; only appended to.
+        self._failures: list[Any] = []
+        self._texts: list[str] = []
+
+    def __call__(self, failure: Any) -> None:
+        text = str(failure)
+        with self._cond:
+            self._failures.append(failure)
+            self._texts.append(text)
+            self._cond.notify_all()
+
+    @property
+    def failures(self) -> list[Any]:
+        with self._cond:
+            return list(self._failures)
+
+    @property
+    def texts(self) -> list[str]:
+        with self._cond:
+            return list(self._texts)
+
+    def wait_for(self, count: int, timeout: float = 30.0) -> list[str]:
+        """Block until at least `count` failures arrived; returns their texts.
+
+        Raises `TimeoutError` if fewer arrive within `timeout` seconds.
+        """
+        with self._cond:
+            if not self._cond.wait_for(lambda: len(self._texts) >= count, timeout=timeout):
+                raise TimeoutError(
+                    f"Expected {count} unhandled faults within {timeout}s, got {len(self._texts)}."
+                )
+            return list(self._texts)
+
+
+@pytest.fixture
+def fault_recorder() -> Iterator[FaultRecorder]:
+    """Replaces `monarch.actor.unhandled_fault_hook` with a recorder for one test.
+
+    The runtime looks the hook up on the module each time, so assigning the attribute is the
+    documented way to override it. The original hook is restored even if the test fails.
+    """
+    import monarch.actor
+
+    recorder = FaultRecorder()
+    original = monarch.actor.unhandled_fault_hook
+    monarch.actor.unhandled_fault_hook = recorder
+    try:
+        yield recorder
+    finally:
+        monarch.actor.unhandled_fault_hook = original

@@ -1,0 +1,389 @@
+"""Unit tests for the mesh protocol: `MeshTrait` and the shape operations behind it."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monarch._src.shape import DimensionNotFound, Extent, MeshTrait, Shape, Slice
+from monarch._src.shape.ops import flatten_shape, rename_shape, slice_shape, split_shape
+
+
+class RankMesh(MeshTrait):
+    """The smallest mesh: nothing but a shape. Stands in for host/proc/actor meshes."""
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+
+    @property
+    def _shape(self) -> Shape:
+        return self.shape
+
+    def _new_with_shape(self, shape: Shape) -> RankMesh:
+        return RankMesh(shape)
+
+    def ranks(self) -> list[int]:
+        return self.shape.ranks()
+
+
+def _mesh(**sizes: int) -> RankMesh:
+    return RankMesh(Shape(list(sizes), Slice.new_row_major(list(sizes.values()))))
+
+
+# -- MeshTrait basics ---------------------------------------------------------------------------
+
+
+def test_mesh_trait_without_hooks_cannot_be_instantiated() -> None:
+    with pytest.raises(TypeError):
+        MeshTrait()  # type: ignore[abstract]
+
+
+def test_mesh_trait_sizes_extent_len_report_shape() -> None:
+    m = _mesh(hosts=4, gpus=3)
+    assert m.sizes == {"hosts": 4, "gpus": 3}
+    assert m.extent == Extent(["hosts", "gpus"], [4, 3])
+    assert len(m) == 12
+
+
+def test_mesh_trait_size_total_single_and_product() -> None:
+    m = _mesh(hosts=4, gpus=3, nic=2)
+    assert m.size() == 24
+    assert m.size("gpus") == 3
+    assert m.size(["hosts", "nic"]) == 8
+    assert m.size(()) == 1
+
+
+def test_mesh_trait_size_unknown_dim_raises_key_error() -> None:
+    m = _mesh(hosts=4)
+    with pytest.raises(KeyError):
+        m.size("x")
+    with pytest.raises(DimensionNotFound, match="Dimension 'x' not found"):
+        m.size(["hosts", "x"])
+
+
+# -- slice --------------------------------------------------------------------------------------
+
+
+def test_mesh_slice_integer_drops_dimension() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(gpus=0)
+    assert m.sizes == {"hosts": 4}
+    assert m.ranks() == [0, 3, 6, 9]
+
+
+def test_mesh_slice_range_keeps_dimension() -> None:
+    m = _mesh(hosts=2, gpus=8).slice(gpus=slice(0, 4))
+    assert m.sizes == {"hosts": 2, "gpus": 4}
+
+
+def test_mesh_slice_step_and_int_picks_hosts_0_and_2() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(hosts=slice(0, 3, 2), gpus=0)
+    assert m.sizes == {"hosts": 2}
+    assert m.ranks() == [0, 6]
+
+
+def test_mesh_slice_worked_fact_covers_global_1_2_7_8() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(hosts=slice(0, 4, 2), gpus=slice(1, 3))
+    assert m.shape.ndslice == Slice(offset=1, sizes=[2, 2], strides=[6, 1])
+    assert m.ranks() == [1, 2, 7, 8]
+
+
+def test_mesh_slice_of_slice_keeps_global_ranks() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(hosts=slice(1, 4)).slice(hosts=1, gpus=slice(1, 3))
+    assert m.ranks() == [7, 8]
+
+
+def test_mesh_slice_all_dims_gives_zero_dim_mesh() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(hosts=2, gpus=1)
+    assert m.sizes == {}
+    assert len(m) == 1
+    assert m.ranks() == [7]
+
+
+def test_mesh_slice_by_point_selects_that_point() -> None:
+    from monarch._src.shape import Point
+
+    m = _mesh(hosts=2, gpus=3)
+    assert m.slice(**Point(4, m.extent)).ranks() == [4]
+
+
+def test_mesh_slice_unknown_label_raises_type_error() -> None:
+    with pytest.raises(TypeError) as info:
+        _mesh(hosts=2).slice(x=0)
+    assert str(info.value) == "Shape does not have dimension labeled 'x'"
+
+
+def test_mesh_slice_unknown_label_checked_before_other_dims() -> None:
+    with pytest.raises(TypeError, match="dimension labeled 'x'"):
+        _mesh(hosts=2).slice(hosts=5, x=0)
+
+
+@pytest.mark.parametrize("index", [2, 10, -1, -2])
+def test_mesh_slice_integer_out_of_range_raises_index_error(index: int) -> None:
+    with pytest.raises(IndexError) as info:
+        _mesh(hosts=2).slice(hosts=index)
+    assert str(info.value) == "index out of range"
+
+
+def test_mesh_slice_non_int_selector_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="pass an int"):
+        _mesh(hosts=2).slice(hosts="0")  # type: ignore[arg-type]
+
+
+def test_mesh_slice_zero_step_raises_value_error() -> None:
+    with pytest.raises(ValueError):
+        _mesh(hosts=2).slice(hosts=slice(0, 2, 0))
+
+
+def test_mesh_slice_returns_same_type() -> None:
+    assert type(_mesh(hosts=2).slice(hosts=0)) is RankMesh
+
+
+# -- split --------------------------------------------------------------------------------------
+
+
+def test_mesh_split_infers_one_size_per_dim() -> None:
+    m = _mesh(host=32, gpu=8).split(host=("dp", "pp"), gpu=("tp", "cp"), pp=16, cp=2)
+    assert m.sizes == {"dp": 2, "pp": 16, "tp": 4, "cp": 2}
+    assert m.ranks() == list(range(256))
+
+
+def test_mesh_split_keeps_unmentioned_dims() -> None:
+    m = _mesh(a=2, host=6).split(host=("x", "y"), x=3)
+    assert m.sizes == {"a": 2, "x": 3, "y": 2}
+
+
+def test_mesh_split_of_sparse_keeps_global_ranks() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(gpus=1).split(hosts=("a", "b"), b=2)
+    assert m.sizes == {"a": 2, "b": 2}
+    assert m.ranks() == [1, 4, 7, 10]
+
+
+def test_mesh_split_swap_names_via_single_tuples() -> None:
+    m = _mesh(a=2, b=3).split(a=("b",), b=("a",))
+    assert m.sizes == {"b": 2, "a": 3}
+
+
+def test_mesh_split_all_sizes_given_and_matching_is_accepted() -> None:
+    assert _mesh(h=6).split(h=("x", "y"), x=2, y=3).sizes == {"x": 2, "y": 3}
+
+
+def test_mesh_split_two_unknown_sizes_raise_cannot_infer() -> None:
+    with pytest.raises(ValueError, match=r"^Cannot infer size "):
+        _mesh(host=8).split(host=("dp", "pp"))
+
+
+def test_mesh_split_unused_constraint_raises_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^unused size constraints"):
+        _mesh(host=8).split(host=("dp", "pp"), pp=2, zz=3)
+
+
+def test_mesh_split_duplicate_name_raises_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^Duplicate dimension name 'gpu'"):
+        _mesh(host=8, gpu=2).split(host=("dp", "gpu"), dp=4)
+
+
+def test_mesh_split_duplicate_name_within_tuple_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="Duplicate dimension name 'x'"):
+        _mesh(host=4).split(host=("x", "x"), x=2)
+
+
+def test_mesh_split_uneven_division_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="is not evenly divided by"):
+        _mesh(host=8).split(host=("dp", "pp"), pp=3)
+
+
+def test_mesh_split_known_sizes_product_mismatch_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="multiply to 4"):
+        _mesh(host=8).split(host=("dp", "pp"), dp=2, pp=2)
+
+
+def test_mesh_split_string_instead_of_tuple_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="needs a tuple of new names, got the string 'dp'"):
+        _mesh(host=8).split(host="dp")
+
+
+def test_mesh_split_int_for_existing_dim_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="needs a tuple of new names"):
+        _mesh(host=8).split(host=2)
+
+
+def test_mesh_split_non_int_constraint_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="must be an int"):
+        _mesh(host=8).split(host=("dp", "pp"), pp="2")
+    with pytest.raises(ValueError, match="must be an int"):
+        _mesh(host=8).split(host=("dp", "pp"), pp=True)
+
+
+def test_mesh_split_non_positive_constraint_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        _mesh(host=8).split(host=("dp", "pp"), pp=0)
+
+
+def test_mesh_split_empty_tuple_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="at least one new name"):
+        _mesh(host=8).split(host=())
+
+
+def test_mesh_split_non_string_name_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="names must be strings"):
+        _mesh(host=8).split(host=("dp", 4))  # type: ignore[arg-type]
+
+
+# -- rename -------------------------------------------------------------------------------------
+
+
+def test_mesh_rename_changes_only_mentioned_labels() -> None:
+    m = _mesh(host=2, gpu=3).rename(host="dp")
+    assert m.sizes == {"dp": 2, "gpu": 3}
+    assert m.ranks() == list(range(6))
+
+
+def test_mesh_rename_swap_is_allowed() -> None:
+    assert _mesh(a=2, b=3).rename(a="b", b="a").sizes == {"b": 2, "a": 3}
+
+
+def test_mesh_rename_unknown_label_raises_value_error() -> None:
+    with pytest.raises(ValueError, match="Cannot rename dimension 'x'"):
+        _mesh(host=2).rename(x="y")
+
+
+def test_mesh_rename_to_existing_label_raises_duplicate() -> None:
+    with pytest.raises(ValueError, match="Duplicate dimension name 'gpu'"):
+        _mesh(host=2, gpu=3).rename(host="gpu")
+
+
+def test_mesh_rename_non_string_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="must be a string"):
+        _mesh(host=2).rename(host=3)  # type: ignore[arg-type]
+
+
+# -- flatten ------------------------------------------------------------------------------------
+
+
+def test_mesh_flatten_dense_gives_one_dim() -> None:
+    m = _mesh(hosts=2, gpus=3).flatten("rank")
+    assert m.sizes == {"rank": 6}
+    assert m.ranks() == list(range(6))
+
+
+def test_mesh_flatten_rank_zero_idiom_picks_first_rank() -> None:
+    m = _mesh(hosts=2, gpus=3).slice(hosts=1).flatten("rank").slice(rank=0)
+    assert m.ranks() == [3]
+    assert m.sizes == {}
+
+
+def test_mesh_flatten_zero_dim_gives_size_one() -> None:
+    assert _mesh(hosts=2).slice(hosts=1).flatten("r").sizes == {"r": 1}
+
+
+def test_mesh_flatten_sparse_raises_value_error() -> None:
+    with pytest.raises(ValueError, match=r"^cannot flatten sparse mesh: "):
+        _mesh(hosts=4, gpus=3).slice(gpus=0).flatten("r")
+    with pytest.raises(ValueError, match=r"^cannot flatten sparse mesh: "):
+        _mesh(hosts=4, gpus=3).slice(hosts=slice(0, 4, 2)).flatten("r")
+
+
+def test_mesh_flatten_non_string_name_raises_type_error() -> None:
+    with pytest.raises(TypeError, match="string dimension name"):
+        _mesh(hosts=2).flatten(3)  # type: ignore[arg-type]
+
+
+def test_mesh_flatten_row_slice_of_dense_is_allowed() -> None:
+    m = _mesh(hosts=4, gpus=3).slice(hosts=slice(1, 3)).flatten("r")
+    assert m.ranks() == [3, 4, 5, 6, 7, 8]
+
+
+# -- properties ---------------------------------------------------------------------------------
+
+_LABELS = ["a", "b", "c", "d"]
+
+selectors = st.one_of(
+    st.integers(-1, 5),
+    st.builds(
+        slice,
+        st.one_of(st.none(), st.integers(-6, 6)),
+        st.one_of(st.none(), st.integers(-6, 6)),
+        st.one_of(st.none(), st.integers(1, 3)),
+    ),
+)
+
+
+@st.composite
+def sliced_meshes(draw: st.DrawFn) -> tuple[list[int], dict[str, int | slice]]:
+    sizes = draw(st.lists(st.integers(1, 4), min_size=0, max_size=4))
+    labels = _LABELS[: len(sizes)]
+    chosen = draw(st.lists(st.sampled_from(labels), unique=True)) if labels else []
+    return sizes, {label: draw(selectors) for label in chosen}
+
+
+@settings(max_examples=100, deadline=None)
+@given(sliced_meshes())
+def test_mesh_slice_iteration_equals_filtering_dense_ranks(
+    case: tuple[list[int], dict[str, int | slice]],
+) -> None:
+    sizes, selection = case
+    labels = _LABELS[: len(sizes)]
+    mesh = RankMesh(Shape(labels, Slice.new_row_major(sizes)))
+    out_of_range = any(
+        not isinstance(sel, slice) and not 0 <= sel < sizes[labels.index(label)]
+        for label, sel in selection.items()
+    )
+    if out_of_range:
+        with pytest.raises(IndexError, match=re.escape("index out of range")):
+            mesh.slice(**selection)
+        return
+    per_dim: list[range | list[int]] = []
+    for label, size in zip(labels, sizes):
+        sel = selection.get(label, slice(None))
+        per_dim.append(range(size)[sel] if isinstance(sel, slice) else [sel])
+    strides = Slice.new_row_major(sizes).strides
+    expected = [
+        sum(c * s for c, s in zip(coords, strides)) for coords in itertools.product(*per_dim)
+    ]
+    result = mesh.slice(**selection)
+    assert result.ranks() == expected
+    kept = [label for label in labels if isinstance(selection.get(label, slice(None)), slice)]
+    assert list(result.sizes) == kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3), st.data())
+def test_mesh_split_then_flatten_round_trips(sizes: list[int], data: st.DataObject) -> None:
+    labels = _LABELS[: len(sizes)]
+    mesh = RankMesh(Shape(labels, Slice.new_row_major(sizes)))
+    dim = data.draw(st.sampled_from(labels))
+    inner = data.draw(st.sampled_from([d for d in range(1, 7) if mesh.size(dim) % d == 0]))
+    split = mesh.split(**{dim: ("outer_x", "inner_x")}, inner_x=inner)
+    assert split.ranks() == mesh.ranks()
+    assert split.size() == mesh.size()
+    assert split.size("inner_x") == inner
+    assert split.flatten("r").shape == mesh.flatten("r").shape
+    merged = split.split(outer_x=("outer_x",)).rename(outer_x="o")
+    assert merged.ranks() == mesh.ranks()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.integers(0, 3))
+def test_mesh_slice_then_split_keeps_rank_order(sizes: list[int], pick: int) -> None:
+    labels = _LABELS[: len(sizes)]
+    mesh = RankMesh(Shape(labels, Slice.new_row_major(sizes)))
+    sliced = mesh.slice(**{labels[0]: slice(pick, None, 2)})
+    renamed = sliced.split(**{labels[-1]: ("z",)})
+    assert renamed.ranks() == sliced.ranks()
+
+
+# -- the pure functions directly ----------------------------------------------------------------
+
+
+def test_shape_ops_functions_do_not_mutate_input() -> None:
+    shape = Shape(["h", "g"], Slice.new_row_major([2, 4]))
+    before = (shape.labels, shape.ndslice)
+    slice_shape(shape, h=1)
+    split_shape(shape, g=("x", "y"), y=2)
+    rename_shape(shape, h="hh")
+    flatten_shape(shape, "r")
+    assert (shape.labels, shape.ndslice) == before
