@@ -144,3 +144,12 @@ class _ActorConfig:
 
 
 config: Any = _ActorConfig()
+
+
+def _prestart() -> None:
+    from monarch._src.hosts.local import prestart_zygote
+
+    prestart_zygote()
+
+
+_prestart()

@@ -27,6 +27,9 @@ __all__ = ["run_proc"]
 
 def run_proc(spec: dict[str, Any]) -> int:
     """Serve as the proc described by `spec`; returns the exit status."""
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    os.environ["MONARCH_PROC"] = "1"
     sys.path[:] = spec["sys_path"]
     try:
         os.chdir(spec["cwd"])

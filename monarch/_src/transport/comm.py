@@ -6,9 +6,13 @@ in order and a single writer task sends whatever accumulated while the previous 
 flight as one batch. One writer per peer gives per-(sender proc, receiver proc) FIFO, which is
 what Monarch's per-(sender actor, receiver actor) ordering needs.
 
-A batch travels as one `Serialized` object: frame 0 is the pickled list of envelopes, the rest
-are the out-of-band buffers of the payloads inside it, so large arrays and tensors cross the comm
-without being copied into a msgpack frame.
+A batch is a list of frames: frame 0 is the pickled list of envelopes, the rest are the
+out-of-band buffers of the payloads inside it, so large arrays and tensors are never copied into
+a msgpack frame. `distributed.comm` connects, listens, does its handshake (and TLS, when
+configured) for every scheme; on stream-based comms (tcp, tls) the batches then travel on the
+comm's own stream with a minimal frame header (`_StreamChannel`), because Dask's per-message
+`write` (a `sizeof` walk, msgpack, offload checks) costs more than the rest of a call. Other
+comms (inproc, used by unit tests) carry each batch as one `Serialized` message (`_CommChannel`).
 
 Rejected alternatives (see PERFORMANCE.md): Dask's pooled rpc (one comm per call in flight, a
 handshake per connection reuse) and Dask actors (calls routed through the scheduler) are 10-100x
@@ -23,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import struct
 from typing import Any, Callable, Sequence
 
 import dask.config
 from distributed.comm import connect, listen
 from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
+from tornado.iostream import StreamClosedError
 
 from monarch._src.supervision.errors import TransportError
 
@@ -51,24 +57,83 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
     """The one place where Dask and OS errors become monarch errors."""
     if isinstance(exc, TransportError):
         return exc
-    if isinstance(exc, CommClosedError):
+    if isinstance(exc, (CommClosedError, StreamClosedError)):
         return TransportError(f"The connection to {addr} was closed: {exc}.")
     if isinstance(exc, (OSError, asyncio.TimeoutError)):
         return TransportError(f"Could not reach {addr}: {exc}.")
     return TransportError(f"The transport to {addr} failed: {type(exc).__name__}: {exc}.")
 
 
-def encode_batch(envelopes: Sequence[Envelope]) -> Serialized:
+def encode_batch(envelopes: Sequence[Envelope]) -> list[Any]:
+    """Frames of a batch: the pickled envelopes, then their out-of-band buffers."""
     buffers: list[pickle.PickleBuffer] = []
     main = pickle.dumps(list(envelopes), protocol=5, buffer_callback=buffers.append)
-    frames: list[Any] = [main, *(b.raw() for b in buffers)]
-    header = {"compression": (_NO_COMPRESSION,) * len(frames)}
-    return Serialized(header, frames)
+    return [main, *(b.raw() for b in buffers)]
 
 
-def decode_batch(ser: Serialized) -> list[Envelope]:
-    frames = ser.frames
+def decode_batch(frames: Sequence[Any]) -> list[Envelope]:
     return pickle.loads(frames[0], buffers=frames[1:])  # type: ignore[no-any-return]
+
+
+# Stream framing: total body length and frame count, then one length per frame, then the frames.
+_HEAD = struct.Struct("<QI")
+
+
+class _StreamChannel:
+    """Batches on the tornado stream of a tcp/tls comm, after Dask's handshake."""
+
+    def __init__(self, comm: Comm) -> None:
+        self.comm = comm
+        self.stream = comm.stream  # type: ignore[attr-defined]
+
+    async def write(self, frames: list[Any]) -> None:
+        lengths = [memoryview(f).nbytes for f in frames]
+        n = len(frames)
+        head = _HEAD.pack(sum(lengths) + 8 * n, n) + struct.pack(f"<{n}Q", *lengths)
+        stream = self.stream
+        if lengths[0] + len(head) < 65536 and n == 1:
+            await stream.write(head + frames[0])
+            return
+        stream.write(head)
+        for frame in frames[:-1]:
+            stream.write(frame)
+        await stream.write(frames[-1])
+
+    async def read(self) -> list[Any]:
+        head = bytearray(_HEAD.size)
+        await self.stream.read_into(head)
+        total, n = _HEAD.unpack(head)
+        body = bytearray(total)
+        await self.stream.read_into(body)
+        view = memoryview(body)
+        lengths = struct.unpack_from(f"<{n}Q", view)
+        frames = []
+        offset = 8 * n
+        for length in lengths:
+            frames.append(view[offset : offset + length])
+            offset += length
+        return frames
+
+
+class _CommChannel:
+    """Batches as Dask messages, for comms without a stream (inproc)."""
+
+    def __init__(self, comm: Comm) -> None:
+        self.comm = comm
+
+    async def write(self, frames: list[Any]) -> None:
+        header = {"compression": (_NO_COMPRESSION,) * len(frames)}
+        await self.comm.write({"b": Serialized(header, frames)}, on_error="raise")
+
+    async def read(self) -> list[Any]:
+        msg = await self.comm.read()
+        return msg["b"].frames  # type: ignore[no-any-return]
+
+
+def _channel(comm: Comm) -> _StreamChannel | _CommChannel:
+    if getattr(comm, "stream", None) is not None:
+        return _StreamChannel(comm)
+    return _CommChannel(comm)
 
 
 class _Peer:
@@ -79,6 +144,7 @@ class _Peer:
         self.addr = addr
         self.queue: list[Envelope] = []  # envelopes waiting for the writer, in send order
         self.comm: Comm | None = None  # None until connected
+        self.channel: _StreamChannel | _CommChannel | None = None  # set once connected
         self.task: asyncio.Task[None] | None = None  # the writer, while it runs
         self.failed: BaseException | None = None  # set once; a failed peer delivers nothing
 
@@ -92,12 +158,13 @@ class _Peer:
 
     async def _write(self) -> None:
         try:
-            if self.comm is None:
+            if self.channel is None:
                 self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
                 await self.comm.write({"hello": self.transport.address})
+                self.channel = _channel(self.comm)
             while self.queue:
                 batch, self.queue = self.queue, []
-                await self.comm.write({"b": encode_batch(batch)}, on_error="raise")
+                await self.channel.write(encode_batch(batch))
         except BaseException as exc:  # every failure of this peer ends here
             err = translate_error(exc, self.addr)
             err.__cause__ = exc
@@ -164,10 +231,10 @@ class Transport:
         try:
             hello = await comm.read()
             peer_addr = hello["hello"]
+            channel = _channel(comm)
             while True:
-                msg = await comm.read()
-                self._on_batch(peer_addr, decode_batch(msg["b"]))
-        except CommClosedError as exc:
+                self._on_batch(peer_addr, decode_batch(await channel.read()))
+        except (CommClosedError, StreamClosedError) as exc:
             if peer_addr and not self._closing:
                 self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
         except Exception:

@@ -96,9 +96,17 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         reducer = _REDUCERS.get(type(obj))
         if reducer is not None:
             return reducer(self, obj)
-        if isinstance(obj, (type, FunctionType)):
+        if not isinstance(obj, (type, FunctionType)):
+            return NotImplemented
+        try:
+            if obj in _BY_NAME:
+                return NotImplemented
+        except TypeError:  # a class whose metaclass makes it unhashable
             return super().reducer_override(obj)
-        return NotImplemented
+        reduced = super().reducer_override(obj)
+        if reduced is NotImplemented:
+            _BY_NAME.add(obj)
+        return reduced
 
     def take(self) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
         chunks = self._chunks
@@ -107,16 +115,26 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         return _splice(chunks, self.out_of_band, self.out_of_band_at)
 
     def reset(self) -> None:
+        # Emptiness tests first: this runs after every message, and most messages are small.
         self._chunks.clear()
-        self.out_of_band = []
-        self.out_of_band_at = []
-        self.storages.clear()
-        self.globals_ref.clear()
+        if self.out_of_band:
+            self.out_of_band = []
+            self.out_of_band_at = []
+        if self.storages:
+            self.storages.clear()
+        if self.globals_ref:
+            self.globals_ref.clear()
         self.last_seen = _NOTHING
         self.clear_memo()
 
 
 _NOTHING: Final = object()
+
+# Classes and functions that cloudpickle chose to pickle by name, remembered because its check
+# costs microseconds per message. Such objects live in an importable module, which keeps them
+# alive anyway. A module registered with `cloudpickle.register_pickle_by_value` after one of its
+# objects was sent keeps going by name.
+_BY_NAME: set[object] = set()
 
 _local = threading.local()
 
