@@ -56,6 +56,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mesh._stopped: str | None = None  # reason, once this owned mesh was stopped
         mesh._endpoints = endpoints_of(actor_class)
         mesh._cache: dict[str, Any] = {}  # name -> Endpoint, built on first access
+        mesh._plan: Any = None  # (global ranks, labels, sizes) of a cast, built on first use
         return mesh
 
     # ---- mesh protocol --------------------------------------------------------------------
@@ -69,6 +70,14 @@ class ActorMesh(MeshTrait, Generic[T]):
         )
         sliced._stopped = self._stopped
         return sliced  # type: ignore[return-value]
+
+    def _cast_plan(self) -> tuple[list[int], tuple[str, ...], tuple[int, ...]]:
+        """The targets of a cast: global proc ranks in order, and the cast extent."""
+        plan = self._plan
+        if plan is None:
+            shape = self._mesh_shape
+            plan = self._plan = (shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes))
+        return plan  # type: ignore[no-any-return]
 
     def _proc_keys(self) -> list[str]:
         return self._proc_mesh._table.keys

@@ -29,14 +29,36 @@ __all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
 
 R = TypeVar("R")
 
-_signatures: dict[Any, inspect.Signature] = {}
+class _Binder:
+    """Checks call arguments against an endpoint's signature, with a fast path for the common
+    call with only positional arguments (binding costs more than the rest of a call)."""
+
+    __slots__ = ("sig", "skip", "min_pos", "max_pos", "kw_required")
+
+    def __init__(self, fn: Callable[..., Any], skip: int) -> None:
+        self.sig = inspect.signature(fn)
+        self.skip = skip  # leading parameters the caller does not pass (self, response port)
+        params = list(self.sig.parameters.values())[skip:]
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.min_pos = sum(1 for p in positional if p.default is p.empty)
+        varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self.max_pos = 1 << 30 if varargs else len(positional)
+        self.kw_required = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
+
+    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not kwargs and not self.kw_required and self.min_pos <= len(args) <= self.max_pos:
+            return
+        self.sig.bind(*((None,) * self.skip), *args, **kwargs)
 
 
-def _signature(fn: Callable[..., Any]) -> inspect.Signature:
-    sig = _signatures.get(fn)
-    if sig is None:
-        sig = _signatures[fn] = inspect.signature(fn)
-    return sig
+_binders: dict[tuple[Any, int], _Binder] = {}
+
+
+def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
+    binder = _binders.get((fn, skip))
+    if binder is None:
+        binder = _binders[(fn, skip)] = _Binder(fn, skip)
+    return binder
 
 
 class Endpoint(Generic[R]):
@@ -54,9 +76,8 @@ class Endpoint(Generic[R]):
 
     # ---- the common path ----------------------------------------------------------------
     def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        extra = (None, None) if self._explicit else (None,)
         try:
-            _signature(self._method).bind(*extra, *args, **kwargs)
+            _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
         except TypeError as exc:
             raise TypeError(f"Invalid arguments for endpoint {self._label()}: {exc}.") from None
         try:
@@ -73,13 +94,10 @@ class Endpoint(Generic[R]):
         mesh = self._mesh
         mesh._check_usable(self._name)
         mailbox = get_runtime().mailbox
-        shape = mesh._shape
-        labels = tuple(shape.labels)
-        sizes = tuple(shape.ndslice.sizes)
+        global_ranks, labels, sizes = mesh._cast_plan()
         procs = mesh._proc_keys()
         key = mesh._key
         targets: list[str] = []
-        global_ranks = shape.ranks()
         for local in (range(len(global_ranks)) if ranks is None else ranks):
             proc = procs[global_ranks[local]]
             targets.append(proc)
@@ -119,7 +137,7 @@ class Endpoint(Generic[R]):
         payload = self._encode_args(args, kwargs)
         entry = OncePort()
         mesh = self._mesh
-        proc = mesh._proc_keys()[mesh._shape.ranks()[rank]]
+        proc = mesh._proc_keys()[mesh._cast_plan()[0][rank]]
         reply = get_runtime().mailbox.open_port(entry, (proc,))
         self._post(payload, reply, [rank])
         return Future._create(entry.cf, self._decode_one)
@@ -132,7 +150,7 @@ class Endpoint(Generic[R]):
         entry = GatherPort(n)
         procs = mesh._proc_keys()
         reply = get_runtime().mailbox.open_port(
-            entry, tuple({procs[r] for r in mesh._shape.ranks()})
+            entry, tuple({procs[r] for r in mesh._cast_plan()[0]})
         )
         self._post(payload, reply)
         shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
@@ -149,7 +167,7 @@ class Endpoint(Generic[R]):
         entry = StreamPort(len(mesh))
         procs = mesh._proc_keys()
         reply = get_runtime().mailbox.open_port(
-            entry, tuple({procs[r] for r in mesh._shape.ranks()})
+            entry, tuple({procs[r] for r in mesh._cast_plan()[0]})
         )
         self._post(payload, reply)
         futures = [Future._create(cf, self._decode_one) for cf in entry.cfs]

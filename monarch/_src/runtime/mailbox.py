@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 # Routing keys of procs whose address is not known yet ("pending:<proc_id>").
 PENDING_PREFIX = "pending:"
+# A post-queue item that registers which peers a port waits on (not an address).
+_WATCH: Any = "watch:"
 
 
 class Inbox(Protocol):
@@ -84,7 +86,9 @@ class Mailbox:
         port_id = next(self._port_ids)
         self._ports[port_id] = entry
         if waits_on:
-            self.loop.call_soon_threadsafe(self._watch_port, port_id, waits_on)
+            # Through the post queue, so it costs no wake-up of its own and is registered
+            # before the calls that will be answered to this port are routed.
+            self.post(_WATCH, (port_id, waits_on))
         return (self.address, port_id)
 
     def _watch_port(self, port_id: int, peers: tuple[str, ...]) -> None:
@@ -126,7 +130,10 @@ class Mailbox:
         q = self._outq
         while q:
             addr, env = q.popleft()
-            self._route(addr, env)
+            if addr is _WATCH:
+                self._watch_port(*env)
+            else:
+                self._route(addr, env)
 
     def _route(self, addr: str, env: tuple[Any, ...]) -> None:
         addr = self._alias.get(addr, addr)

@@ -1,0 +1,241 @@
+"""Unit tests for `ActorThread`: one message at a time, in arrival order, until `STOP`.
+
+Every test stops its thread with `STOP` and waits on `stopped`, so no actor thread outlives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from monarch._src.runtime.actor_thread import STOP, ActorThread
+
+WAIT = 5.0
+
+
+class _Recorder:
+    """A synchronous handler that records messages and signals when it has seen `expect` of them."""
+
+    def __init__(self, expect: int) -> None:
+        self.seen: list[Any] = []
+        self.threads: set[str] = set()
+        self.expect = expect
+        self.all_seen = threading.Event()
+
+    def __call__(self, message: Any) -> None:
+        self.seen.append(message)
+        self.threads.add(threading.current_thread().name)
+        if len(self.seen) >= self.expect:
+            self.all_seen.set()
+
+
+@pytest.fixture
+def started() -> Iterator[list[ActorThread]]:
+    """Threads a test starts; each is stopped (if still running) and joined afterwards."""
+    threads: list[ActorThread] = []
+    yield threads
+    for t in threads:
+        if not t.stopped.is_set():
+            t.enqueue(STOP)
+        assert t.stopped.wait(WAIT)
+        t.thread.join(WAIT)
+
+
+def _start(started: list[ActorThread], name: str, handle: Any, on_exit: Any = None) -> ActorThread:
+    t = ActorThread(name, handle, on_exit)
+    started.append(t)
+    t.start()
+    return t
+
+
+def test_actor_thread_messages_handled_in_fifo_order(started: list[ActorThread]) -> None:
+    rec = _Recorder(200)
+    t = _start(started, "fifo", rec)
+    for i in range(200):
+        t.enqueue(i)
+    assert rec.all_seen.wait(WAIT)
+    assert rec.seen == list(range(200))
+    assert rec.threads == {"monarch-actor:fifo"}
+
+
+def test_actor_thread_enqueued_before_start_handled_in_order(started: list[ActorThread]) -> None:
+    rec = _Recorder(3)
+    t = ActorThread("early", rec)
+    started.append(t)
+    for m in ("a", "b", "c"):
+        t.enqueue(m)
+    t.start()
+    assert rec.all_seen.wait(WAIT)
+    assert rec.seen == ["a", "b", "c"]
+
+
+def test_actor_thread_idle_then_enqueue_wakes_handler(started: list[ActorThread]) -> None:
+    rec = _Recorder(1)
+    t = _start(started, "idle", rec)
+    t.enqueue("first")
+    assert rec.all_seen.wait(WAIT)
+    # The consumer is now idle (or about to be); a later message must wake it.
+    rec.all_seen.clear()
+    rec.expect = 2
+    t.enqueue("second")
+    assert rec.all_seen.wait(WAIT)
+    assert rec.seen == ["first", "second"]
+
+
+def test_actor_thread_async_handlers_serialized(started: list[ActorThread]) -> None:
+    log: list[str] = []
+    first_started = threading.Event()
+    done = threading.Event()
+    gate: dict[str, asyncio.Future[None]] = {}
+    seen_at_release: list[list[str]] = []
+
+    async def handle(message: str) -> None:
+        log.append(f"{message}-start")
+        if message == "a":
+            gate["a"] = asyncio.get_running_loop().create_future()
+            first_started.set()
+            await gate["a"]
+        else:
+            # A real suspension point inside the second handler too.
+            step = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().call_soon(step.set_result, None)
+            await step
+        log.append(f"{message}-end")
+        if message == "b":
+            done.set()
+
+    t = _start(started, "serial", handle)
+    t.enqueue("a")
+    t.enqueue("b")
+    assert first_started.wait(WAIT)
+
+    def release() -> None:
+        # Runs on the actor's loop while "a" is suspended: "b" must not have started.
+        seen_at_release.append(list(log))
+        gate["a"].set_result(None)
+
+    t.loop.call_soon_threadsafe(release)
+    assert done.wait(WAIT)
+    assert seen_at_release == [["a-start"]]
+    assert log == ["a-start", "a-end", "b-start", "b-end"]
+
+
+def test_actor_thread_loop_persists_across_messages(started: list[ActorThread]) -> None:
+    loops: list[asyncio.AbstractEventLoop] = []
+    done = threading.Event()
+
+    async def handle(message: int) -> None:
+        loops.append(asyncio.get_running_loop())
+        if message == 2:
+            done.set()
+
+    t = _start(started, "loop", handle)
+    for i in range(3):
+        t.enqueue(i)
+    assert done.wait(WAIT)
+    assert loops[0] is loops[1] is loops[2] is t.loop
+
+
+def test_actor_thread_stop_ends_after_earlier_messages(started: list[ActorThread]) -> None:
+    rec = _Recorder(10**9)
+    exited = threading.Event()
+    t = _start(started, "stop", rec, on_exit=exited.set)
+    for i in range(5):
+        t.enqueue(i)
+    t.enqueue(STOP)
+    t.enqueue("after stop")
+    assert t.stopped.wait(WAIT)
+    assert exited.wait(WAIT)
+    t.thread.join(WAIT)
+    assert not t.thread.is_alive()
+    assert rec.seen == [0, 1, 2, 3, 4]
+    assert t.loop.is_closed()
+
+
+def test_actor_thread_stop_cancels_leftover_tasks(started: list[ActorThread]) -> None:
+    cancelled = threading.Event()
+    spawned = threading.Event()
+
+    async def forever() -> None:
+        try:
+            await asyncio.get_running_loop().create_future()
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+
+    def handle(message: Any) -> None:
+        # Like a concurrent endpoint: start a task and return at once.
+        asyncio.get_running_loop().create_task(forever())
+        spawned.set()
+
+    t = _start(started, "tasks", handle)
+    t.enqueue("spawn")
+    assert spawned.wait(WAIT)
+    t.enqueue(STOP)
+    assert t.stopped.wait(WAIT)
+    assert cancelled.is_set()
+
+
+def test_actor_thread_on_exit_runs_after_stopped_set(started: list[ActorThread]) -> None:
+    observed: list[bool] = []
+    t = ActorThread("exit", lambda m: None, on_exit=lambda: observed.append(t.stopped.is_set()))
+    started.append(t)
+    t.start()
+    t.enqueue(STOP)
+    t.thread.join(WAIT)
+    assert observed == [True]
+
+
+def test_actor_thread_enqueue_after_stop_does_not_raise(started: list[ActorThread]) -> None:
+    rec = _Recorder(10**9)
+    t = _start(started, "late", rec)
+    t.enqueue(STOP)
+    assert t.stopped.wait(WAIT)
+    t.thread.join(WAIT)
+    t.enqueue("too late")  # the loop is closed: the message is dropped, not an error
+    assert rec.seen == []
+
+
+def test_actor_thread_enqueue_from_many_threads_loses_nothing(started: list[ActorThread]) -> None:
+    producers, per_producer = 8, 2000
+    rec = _Recorder(producers * per_producer)
+    t = _start(started, "many", rec)
+    go = threading.Barrier(producers)
+
+    def produce(p: int) -> None:
+        go.wait(WAIT)
+        for i in range(per_producer):
+            t.enqueue((p, i))
+
+    threads = [threading.Thread(target=produce, args=(p,)) for p in range(producers)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(WAIT)
+    assert rec.all_seen.wait(WAIT)
+    assert len(rec.seen) == producers * per_producer
+    for p in range(producers):
+        # Each producer's own messages keep their order.
+        assert [i for (q, i) in rec.seen if q == p] == list(range(per_producer))
+
+
+def test_actor_thread_stop_from_other_thread_after_burst_handles_all(
+    started: list[ActorThread],
+) -> None:
+    rec = _Recorder(10**9)
+    t = _start(started, "burst", rec)
+
+    def produce() -> None:
+        for i in range(1000):
+            t.enqueue(i)
+        t.enqueue(STOP)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    producer.join(WAIT)
+    assert t.stopped.wait(WAIT)
+    assert rec.seen == list(range(1000))
