@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) cookbook/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider tests tutorials --nbval-lax
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
