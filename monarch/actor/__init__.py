@@ -8,7 +8,12 @@ remote operation returns a `Future` at once: `.get()` blocks, `await` does not.
 
 from __future__ import annotations
 
-import sys
+# First, so the fork server imports the proc runtime while this process imports the rest.
+from monarch._src.hosts.prestart import prestart_zygote as _prestart_zygote
+
+_prestart_zygote()
+
+import sys  # noqa: E402
 from typing import Any
 
 from monarch._src.config import ChannelTransport, configure, get as _config_get, parse_transport
@@ -144,12 +149,3 @@ class _ActorConfig:
 
 
 config: Any = _ActorConfig()
-
-
-def _prestart() -> None:
-    from monarch._src.hosts.local import prestart_zygote
-
-    prestart_zygote()
-
-
-_prestart()

@@ -24,12 +24,13 @@ WAIT = 5.0
 class _Node:
     """A transport plus what it received (`batches`) and what it reported lost (`lost`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, conn_args: dict[str, Any] | None = None) -> None:
         self.batches: asyncio.Queue[tuple[str, list[Any]]] = asyncio.Queue()
         self.lost: asyncio.Queue[tuple[str, list[Any], BaseException]] = asyncio.Queue()
         self.transport = Transport(
             lambda peer, envs: self.batches.put_nowait((peer, envs)),
             lambda peer, envs, err: self.lost.put_nowait((peer, envs, err)),
+            conn_args,
         )
         self.address = ""
 
@@ -56,8 +57,8 @@ async def nodes() -> AsyncIterator[Callable[[], Any]]:
     """A factory of started nodes; every node is closed after the test."""
     made: list[_Node] = []
 
-    async def make() -> _Node:
-        node = await _Node().start()
+    async def make(conn_args: dict[str, Any] | None = None) -> _Node:
+        node = await _Node(conn_args).start()
         made.append(node)
         return node
 
@@ -196,8 +197,13 @@ async def _address_nobody_listens_on(nodes: Any) -> str:
     return str(gone.address)
 
 
+# Dask retries a refused connect until its connect timeout (30 s by default): a sender that must
+# find out at once about an address where nobody listens gives a short one.
+FAST_CONNECT = {"timeout": 0.01}
+
+
 async def test_transport_unknown_address_reports_lost_envelopes(nodes: Any) -> None:
-    a = await nodes()
+    a = await nodes(FAST_CONNECT)
     nowhere = await _address_nobody_listens_on(nodes)
     a.transport.send(nowhere, ("first",))
     a.transport.send(nowhere, ("second",))
@@ -210,7 +216,7 @@ async def test_transport_unknown_address_reports_lost_envelopes(nodes: Any) -> N
 
 
 async def test_transport_failed_peer_later_send_lost_at_once(nodes: Any) -> None:
-    a = await nodes()
+    a = await nodes(FAST_CONNECT)
     nowhere = await _address_nobody_listens_on(nodes)
     a.transport.send(nowhere, ("first",))
     _, _, err = await a.next_lost()
@@ -234,6 +240,16 @@ async def test_transport_listener_closed_sender_on_lost_called(nodes: Any) -> No
     assert lost == []
     assert isinstance(err, TransportError)
     assert b.address in str(err)
+
+
+async def test_transport_malformed_address_reports_lost_envelope(nodes: Any) -> None:
+    a = await nodes()
+    bad = "inproc://not-this-process/0/1"
+    a.transport.send(bad, ("x",))
+    peer, lost, err = await a.next_lost()
+    assert (peer, lost) == (bad, [("x",)])
+    assert isinstance(err, TransportError)
+    assert bad in str(err)
 
 
 async def test_transport_send_after_listener_closed_reports_transport_error(nodes: Any) -> None:

@@ -10,7 +10,6 @@ for them, which resolves their routing keys.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import itertools
 import os
@@ -20,6 +19,7 @@ import threading
 from typing import Any, Callable
 
 from monarch._src.config import duration_seconds, runtime_snapshot
+from monarch._src.hosts.prestart import start_zygote, take_prestarted
 from monarch._src.hosts.zygote import read_message, write_message
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
@@ -57,7 +57,7 @@ class LocalHostAgent:
     def _ensure_zygote(self) -> None:
         if self._zygote is not None:
             return
-        self._zygote, self._reply_fd = _take_prestarted() or _start_zygote()
+        self._zygote, self._reply_fd = take_prestarted() or start_zygote()
         threading.Thread(target=self._read_replies, name="monarch-host-agent", daemon=True).start()
 
     def _send(self, msg: dict[str, Any]) -> None:
@@ -214,63 +214,6 @@ class LocalHostAgent:
             zygote.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             zygote.kill()
-
-
-def _start_zygote() -> tuple[subprocess.Popen[bytes], int]:
-    reply_r, reply_w = os.pipe()
-    try:
-        zygote = subprocess.Popen(
-            [sys.executable, "-m", "monarch._src.hosts.zygote", str(reply_w)],
-            stdin=subprocess.PIPE,
-            pass_fds=(reply_w,),
-            env={
-                **os.environ,
-                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
-                _PROC_MARKER: "1",
-            },
-        )
-    finally:
-        os.close(reply_w)
-    return zygote, reply_r
-
-
-# A zygote started ahead of need (see `prestart_zygote`), until an agent adopts it.
-_prestarted: tuple[subprocess.Popen[bytes], int] | None = None
-_PROC_MARKER = "MONARCH_PROC"  # set in the environment of the zygote and every proc
-
-
-def prestart_zygote() -> None:
-    """Start the fork server now, so the first `spawn_procs` does not wait for its imports.
-
-    Called when `monarch.actor` is imported by a controller; never inside monarch's own procs,
-    and not when the environment sets MONARCH_PRESTART=0.
-    """
-    global _prestarted
-    if os.environ.get(_PROC_MARKER) or os.environ.get("MONARCH_PRESTART", "1") == "0":
-        return
-    with _agent_lock:
-        if _prestarted is None and _agent is None:
-            _prestarted = _start_zygote()
-            atexit.register(_close_prestarted)
-
-
-def _close_prestarted() -> None:
-    taken = _take_prestarted()
-    if taken is not None:
-        zygote, reply_fd = taken
-        if zygote.stdin is not None:
-            zygote.stdin.close()
-        zygote.wait()
-        os.close(reply_fd)
-
-
-def _take_prestarted() -> tuple[subprocess.Popen[bytes], int] | None:
-    global _prestarted
-    taken, _prestarted = _prestarted, None
-    if taken is not None and taken[0].poll() is not None:
-        os.close(taken[1])
-        return None
-    return taken
 
 
 def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:

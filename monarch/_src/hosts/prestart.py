@@ -1,0 +1,78 @@
+"""Starting the local fork server (the zygote), possibly ahead of need.
+
+Stdlib only, so `monarch.actor` can start the zygote first thing on import: the zygote then
+imports the proc runtime while the controller imports the rest of monarch, and the first
+`spawn_procs` only forks. Never done inside monarch's own processes (they carry
+MONARCH_PROC=1), nor when MONARCH_PRESTART=0.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import subprocess
+import sys
+import threading
+
+__all__ = ["PROC_MARKER", "prestart_zygote", "start_zygote", "take_prestarted"]
+
+PROC_MARKER = "MONARCH_PROC"  # set in the environment of the zygote and every proc
+
+_lock = threading.Lock()
+# A zygote started ahead of need, with the read end of its reply pipe, until an agent takes it.
+_prestarted: tuple[subprocess.Popen[bytes], int] | None = None
+_taken = False  # True once an agent took (or started) the zygote of this process
+
+
+def start_zygote() -> tuple[subprocess.Popen[bytes], int]:
+    """Start a zygote; returns it and the read end of its reply pipe."""
+    global _taken
+    _taken = True
+    reply_r, reply_w = os.pipe()
+    try:
+        zygote = subprocess.Popen(
+            [sys.executable, "-m", "monarch._src.hosts.zygote", str(reply_w)],
+            stdin=subprocess.PIPE,
+            pass_fds=(reply_w,),
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+                PROC_MARKER: "1",
+            },
+        )
+    finally:
+        os.close(reply_w)
+    return zygote, reply_r
+
+
+def prestart_zygote() -> None:
+    """Start the zygote now, unless this is a monarch proc or prestarting is switched off."""
+    global _prestarted
+    if os.environ.get(PROC_MARKER) or os.environ.get("MONARCH_PRESTART", "1") == "0":
+        return
+    with _lock:
+        if _prestarted is None and not _taken:
+            _prestarted = start_zygote()
+            atexit.register(_close_prestarted)
+
+
+def take_prestarted() -> tuple[subprocess.Popen[bytes], int] | None:
+    """The prestarted zygote, if one is running; the caller owns it from now on."""
+    global _prestarted, _taken
+    with _lock:
+        taken, _prestarted = _prestarted, None
+        _taken = True
+    if taken is not None and taken[0].poll() is not None:
+        os.close(taken[1])
+        return None
+    return taken
+
+
+def _close_prestarted() -> None:
+    taken = take_prestarted()
+    if taken is not None:
+        zygote, reply_fd = taken
+        if zygote.stdin is not None:
+            zygote.stdin.close()
+        zygote.wait()
+        os.close(reply_fd)
