@@ -40,7 +40,7 @@ from collections.abc import Callable, Sequence
 from types import FunctionType
 from typing import Any, Final
 
-import cloudpickle
+import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
 from monarch._src.transport import torch_reduce
 
@@ -51,6 +51,10 @@ INBAND_LIMIT: Final = 64 * 1024
 
 # memoryview formats that `memoryview.cast` can restore on the receiver.
 _CASTABLE_FORMATS: Final = frozenset("bBhHiIlLqQnNfd?cP")
+
+# Marks "no object seen yet"; None cannot, since None is a value one could fail to pickle near.
+_NOTHING: Final = object()
+
 
 class _Sink:
     """The file a pickler writes to: it collects the chunks of one message."""
@@ -128,8 +132,6 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
         self.clear_memo()
 
 
-_NOTHING: Final = object()
-
 # Classes and functions that cloudpickle chose to pickle by name, remembered because its check
 # costs microseconds per message. Such objects live in an importable module, which keeps them
 # alive anyway. A module registered with `cloudpickle.register_pickle_by_value` after one of its
@@ -153,6 +155,10 @@ def dumps(obj: Any) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
         pickler = _local.pickler = _Pickler()
     elif pickler.busy:
         pickler = _Pickler()
+    return _dump(pickler, obj)
+
+
+def _dump(pickler: _Pickler, obj: Any) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
     pickler.busy = True
     try:
         pickler.dump(obj)
@@ -190,8 +196,17 @@ def frames_nbytes(
 
 
 def _failure_note(culprit: object) -> str:
-    cls = type(culprit)
-    return f"Monarch could not pickle an object of type {cls.__module__}.{cls.__qualname__}."
+    if isinstance(culprit, type):
+        what = f"the class {_qualified_name(culprit)}"
+    elif isinstance(culprit, FunctionType):
+        what = f"the function {_qualified_name(culprit)}"
+    else:
+        what = f"an object of type {_qualified_name(type(culprit))}"
+    return f"Monarch could not pickle {what}."
+
+
+def _qualified_name(obj: type | FunctionType) -> str:
+    return f"{obj.__module__}.{obj.__qualname__}"
 
 
 def _add_note(exc: BaseException, note: str) -> None:
@@ -298,7 +313,8 @@ def _rebuild_memoryview(
     view = view.cast("B")
     if fmt == "B" and len(shape) == 1:
         return view
-    return view.cast(fmt, shape)
+    # typeshed types `cast` by literal formats; `fmt` was checked against _CASTABLE_FORMATS.
+    return view.cast(fmt, shape)  # type: ignore[call-overload,no-any-return]
 
 
 def _reduce_tensor(pickler: _Pickler, obj: Any) -> Any:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ctypes
 import pickle
-from types import NotImplementedType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -40,13 +39,17 @@ _COMPACT_MIN_BYTES = 64 * 1024
 _ALIGNMENT = 16
 
 
-class _Window(ctypes.c_ubyte * (1 << 47)):
+class _Window(ctypes.Array[ctypes.c_ubyte]):
     """A ctypes byte array type as long as any address space, laid over a storage's memory.
 
-    `memoryview(window)[:n]` exposes exactly n bytes with no copy. One fixed type is used for all
-    sizes because ctypes caches every array type it creates forever, one per length. An instance
-    carries an `owner` attribute holding the storage, so the memory outlives every view of it.
+    `memoryview(window)[:n]` exposes exactly n bytes with no copy. One fixed type serves all
+    sizes because ctypes caches every array type it creates forever, one per length.
     """
+
+    _type_ = ctypes.c_ubyte
+    _length_ = 1 << 47
+    # The storage whose memory this window lies over: it lives as long as any view of the window.
+    owner: object
 
 
 class StorageFrame:
@@ -74,9 +77,7 @@ def _storage_buffer(storage: torch.UntypedStorage) -> pickle.PickleBuffer | byte
     return pickle.PickleBuffer(memoryview(window)[:nbytes])
 
 
-def reduce_tensor(
-    tensor: torch.Tensor, storages: dict[tuple[int, int], StorageFrame]
-) -> tuple[Any, ...] | NotImplementedType:
+def reduce_tensor(tensor: torch.Tensor, storages: dict[tuple[int, int], StorageFrame]) -> object:
     """Return a pickle reduce tuple for `tensor`, or `NotImplemented` for torch's own pickling.
 
     `storages` maps (data pointer, byte length) to the frame already made for that storage in
@@ -133,7 +134,7 @@ def rebuild_storage(buffer: Any) -> torch.UntypedStorage:
 
     view = memoryview(buffer)
     if view.nbytes == 0:
-        return torch.UntypedStorage(0)
+        return torch.empty((0,), dtype=torch.uint8).untyped_storage()
     if view.readonly:
         buffer = bytearray(view)
     flat = torch.frombuffer(buffer, dtype=torch.uint8)
