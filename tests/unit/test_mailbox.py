@@ -369,11 +369,6 @@ async def test_mailbox_port_opened_after_death_fails_at_once(mailboxes: Any) -> 
     assert "long gone" in str(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Mailbox._watch_port fails a port whose peer is already dead with the raw error "
-    "(e.g. TransportError), not _as_supervision_error(err) as mark_dead does.",
-)
 async def test_mailbox_port_opened_after_transport_death_fails_with_supervision_error(
     mailboxes: Any,
 ) -> None:
@@ -382,7 +377,9 @@ async def test_mailbox_port_opened_after_transport_death_fails_with_supervision_
     mb.mark_dead(peer, TransportError("connection reset"))
     entry = OncePort()
     mb.open_port(entry, (peer,))
-    assert isinstance(await _outcome(entry.cf), SupervisionError)
+    err = await _outcome(entry.cf)
+    assert isinstance(err, SupervisionError)
+    assert "connection reset" in str(err)
 
 
 async def test_mailbox_call_to_dead_peer_replies_supervision_error_at_once(mailboxes: Any) -> None:
@@ -415,6 +412,20 @@ async def test_mailbox_mark_dead_calls_on_peer_lost(mailboxes: Any) -> None:
     err = SupervisionError("bye")
     mb.mark_dead("inproc://192.0.2.9/1/8", err)
     assert seen == [("inproc://192.0.2.9/1/8", err)]
+
+
+async def test_mailbox_mark_dead_twice_keeps_first_error(mailboxes: Any) -> None:
+    mb = await mailboxes()
+    peer = "inproc://192.0.2.9/1/9"
+    seen: list[BaseException] = []
+    mb.on_peer_lost.append(lambda _, err: seen.append(err))
+    first = SupervisionError("killed by signal 9")
+    mb.mark_dead(peer, first)
+    mb.mark_dead(peer, TransportError("connection reset"))
+    assert seen == [first]
+    entry = OncePort()
+    mb.open_port(entry, (peer,))
+    assert await _outcome(entry.cf) is first
 
 
 async def test_mailbox_count_port_dead_peer_counts_as_answered(mailboxes: Any) -> None:

@@ -50,7 +50,9 @@ class LocalHostAgent:
         self._exited: dict[int, concurrent.futures.Future[str]] = {}  # pid -> exit status
         self._tables: list[ProcTable] = []  # tables not yet stopped
         self._closed = False
+        self._by_addr: dict[str, int] = {}  # address -> pid, for procs that are up
         rt.mailbox.control["proc_ready"] = self._proc_ready
+        rt.mailbox.lost_delegate = self._connection_lost
         rt.shutdown_hooks.append(self.close)
 
     # ---- the zygote -------------------------------------------------------------------------
@@ -128,7 +130,21 @@ class LocalHostAgent:
             self.rt.mailbox.mark_dead(key, SupervisionError(error))
             return
         table.resolve(rank, addr, pid)
+        with self._lock:
+            self._by_addr[addr] = pid
         self.rt.mailbox.resolve(key, addr)
+
+    def _connection_lost(self, addr: str, err: BaseException) -> bool:
+        """A proc's connection broke: let the child watch say why, if it is our child (loop)."""
+        with self._lock:
+            pid = self._by_addr.get(addr)
+            watched = pid is not None and pid in self._by_pid
+        if not watched:
+            return False
+        # The exit report follows within milliseconds; if the process is still alive after a
+        # second, the connection itself failed.
+        self.rt.loop.call_later(1.0, self.rt.mailbox.mark_dead, addr, err)
+        return True
 
     def _proc_exited(self, pid: int, status: str) -> None:
         """The child watch saw `pid` end (runtime loop)."""
@@ -138,12 +154,19 @@ class LocalHostAgent:
             return
         table, rank = where
         key = table.keys[rank]
+        with self._lock:
+            self._by_addr.pop(key, None)
         if table.stopped is not None:
             err = SupervisionError(_STOPPED_REPORT)
         else:
             report = f"the process this actor was running on failed: {status}"
             table.fail(rank, report)
             err = SupervisionError(report)
+            # The proc mesh's owner is told, like for any failure of what it owns.
+            self.rt.mailbox.post(
+                self.rt.address,
+                (CONTROL, "supervise", (table.owner_key, table.name, None, rank, report), None),
+            )
         self.rt.mailbox.mark_dead(key, err)
 
     # ---- stopping ---------------------------------------------------------------------------

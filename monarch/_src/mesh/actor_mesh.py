@@ -89,7 +89,7 @@ class ActorMesh(MeshTrait, Generic[T]):
                 "actor mesh is stopped",
                 f"{self._name}.{endpoint}",
             )
-        self._proc_mesh._check_usable(self._name, endpoint)
+        self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan()[0])
 
     # ---- endpoints ------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:

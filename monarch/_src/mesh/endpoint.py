@@ -19,7 +19,7 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
-from monarch._src.supervision.errors import SupervisionError
+from monarch._src.supervision.errors import SupervisionError, add_note
 
 if TYPE_CHECKING:
     from monarch._src.mesh.actor_mesh import ActorMesh
@@ -83,7 +83,7 @@ class Endpoint(Generic[R]):
         try:
             return encode((args, kwargs))
         except BaseException as exc:
-            exc.add_note(f"monarch could not pickle the arguments of {self._label()}.")
+            add_note(exc, f"monarch could not pickle the arguments of {self._label()}.")
             raise
 
     def _label(self) -> str:
@@ -107,8 +107,8 @@ class Endpoint(Generic[R]):
     def _open(self, entry: Any, n_targets: list[str]) -> Any:
         return get_runtime().mailbox.open_port(entry, tuple(n_targets))
 
-    def _supervision(self, err: SupervisionError) -> SupervisionError:
-        if err.endpoint is None:
+    def _supervision(self, err: BaseException) -> BaseException:
+        if isinstance(err, SupervisionError) and err.endpoint is None:
             err = SupervisionError(err.report, f"{self._mesh._name}.{self._name}")
         return err
 
@@ -140,7 +140,7 @@ class Endpoint(Generic[R]):
         proc = mesh._proc_keys()[mesh._cast_plan()[0][rank]]
         reply = get_runtime().mailbox.open_port(entry, (proc,))
         self._post(payload, reply, [rank])
-        return Future._create(entry.cf, self._decode_one)
+        return Future._create(entry.cf, self._decode_one, self._supervision)
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
@@ -158,7 +158,7 @@ class Endpoint(Generic[R]):
         def gather(replies: list[Any]) -> ValueMesh[R]:
             return ValueMesh(shape, [self._decode_one(r) for r in replies])
 
-        return Future._create(entry.cf, gather)
+        return Future._create(entry.cf, gather, self._supervision)
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
@@ -170,7 +170,7 @@ class Endpoint(Generic[R]):
             entry, tuple({procs[r] for r in mesh._cast_plan()[0]})
         )
         self._post(payload, reply)
-        futures = [Future._create(cf, self._decode_one) for cf in entry.cfs]
+        futures = [Future._create(cf, self._decode_one, self._supervision) for cf in entry.cfs]
         return iter(futures)
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:

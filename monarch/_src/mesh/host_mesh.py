@@ -100,8 +100,11 @@ class HostMesh(MeshTrait):
         shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
         from monarch._src.mesh.context import current_instance
 
-        pm = ProcMesh._create(table, shape, host=self, name=name or "anon", owned=True)
-        current_instance().owned_meshes.append(pm)
+        owner = current_instance()
+        table.name = name or "anon"
+        table.owner_key = owner.actor_key
+        pm = ProcMesh._create(table, shape, host=self, name=table.name, owned=True)
+        owner.owned_meshes.append(pm)
         return pm
 
     @property

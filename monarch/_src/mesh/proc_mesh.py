@@ -44,6 +44,8 @@ class ProcTable:
         self.ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.stopped: str | None = None  # why the procs were stopped, once they were
         self.failed: dict[int, str] = {}  # rank -> report, for procs that died
+        self.name = "anon"  # the proc mesh's name, for failure reports
+        self.owner_key: str | None = None  # actor key of the owner; None for the root client
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -115,7 +117,8 @@ class ProcMesh(MeshTrait):
             mesh_id=self._id, owner_addr=self._owner_addr,
         )
 
-    def _check_usable(self, mesh_name: str, endpoint: str) -> None:
+    def _check_usable(self, mesh_name: str, endpoint: str, ranks: list[int]) -> None:
+        """Raise if the procs at global `ranks` were stopped or died."""
         table = self._table
         if table.stopped is not None:
             raise SupervisionError(
@@ -123,7 +126,7 @@ class ProcMesh(MeshTrait):
                 f"{mesh_name}.{endpoint}",
             )
         if table.failed:
-            for rank in self._mesh_shape.ranks():
+            for rank in ranks:
                 report = table.failed.get(rank)
                 if report is not None:
                     raise SupervisionError(

@@ -25,7 +25,7 @@ __all__ = [
     "encode",
 ]
 
-# (CALL, actor_key, method, payload, reply: PortAddr | None, cast_rank, sender_name)
+# (CALL, actor_key, method, payload, reply: PortAddr | None, cast_rank)
 CALL = 0
 # (PORT, port_id, payload, rank: int | None, status) -- status is one of the PORT_* below
 PORT = 1

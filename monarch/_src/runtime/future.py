@@ -50,7 +50,7 @@ class Future(Generic[T]):
     it cannot be constructed directly.
     """
 
-    __slots__ = ("_cf", "_decode", "_lock", "_value", "_error")
+    __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -63,10 +63,12 @@ class Future(Generic[T]):
         cls,
         cf: concurrent.futures.Future[Any],
         decode: Callable[[Any], T] | None = None,
+        map_error: Callable[[BaseException], BaseException] | None = None,
     ) -> Future[T]:
         fut = object.__new__(cls)
         fut._cf = cf  # completed by the runtime loop with a raw value or an exception
         fut._decode = decode  # applied once to the raw value by the first reader
+        fut._map_error = map_error  # applied once to an exception the runtime set
         fut._lock = threading.Lock()
         fut._value = _UNSET  # decoded value, cached once known
         fut._error = None  # exception, cached once known
@@ -92,7 +94,7 @@ class Future(Generic[T]):
                 return
             exc = self._cf.exception()
             if exc is not None:
-                self._error = exc
+                self._error = exc if self._map_error is None else self._map_error(exc)
                 return
             raw = self._cf.result()
             if self._decode is None:

@@ -75,6 +75,9 @@ class Mailbox:
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
         self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
         self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
+        # Asked when the connection to a peer breaks: True means "that process is watched; the
+        # watcher will call mark_dead with the reason". None: mark it dead at once.
+        self.lost_delegate: Callable[[str, BaseException], bool] | None = None
 
     async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
         self.address = await self.transport.start(address)
@@ -98,7 +101,7 @@ class Mailbox:
         peers = tuple(self._alias.get(peer, peer) for peer in peers)
         for peer in peers:
             if peer in self._dead:
-                entry.fail(self._dead[peer])
+                entry.fail(_as_supervision_error(self._dead[peer]))
                 self._close_port(port_id)
                 return
         self._port_peers[port_id] = peers
@@ -215,14 +218,26 @@ class Mailbox:
         self._expected_exit[peer] = err
 
     def _on_lost(self, peer: str, lost: list[tuple[Any, ...]], err: BaseException) -> None:
-        err = self._expected_exit.pop(peer, err)
-        if peer not in self._dead:
+        if peer in self._dead:
+            for env in lost:
+                self._undeliverable(peer, env, self._dead[peer])
+            return
+        if peer in self._expected_exit:
+            self.mark_dead(peer, self._expected_exit.pop(peer))
+        elif self.lost_delegate is not None and self.lost_delegate(peer, err):
+            # Whoever watches that process reports why it ended (a broken connection says
+            # less than "Killed(sig=9)"); it calls mark_dead soon. Hold what could not go.
+            self._held.setdefault(peer, []).extend(lost)
+            return
+        else:
             self.mark_dead(peer, err)
         for env in lost:
-            self._undeliverable(peer, env, err)
+            self._undeliverable(peer, env, self._dead[peer])
 
     def mark_dead(self, peer: str, err: BaseException) -> None:
         """`peer` is gone: fail what waits on it, and later sends to it at once (loop)."""
+        if peer in self._dead:
+            return
         self._dead[peer] = err
         self.transport.forget_peer(peer)
         for env in self._held.pop(peer, []):

@@ -18,6 +18,7 @@ __all__ = [
     "MonarchError",
     "SupervisionError",
     "TransportError",
+    "add_note",
     "format_remote_traceback",
 ]
 
@@ -31,6 +32,13 @@ class MonarchError(Exception):
 
 class TransportError(MonarchError, ConnectionError):
     """The network failed: a peer could not be reached or a connection broke."""
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """`exc.add_note(note)` where Python has it (3.11+); otherwise leave `exc` as it is."""
+    method = getattr(exc, "add_note", None)
+    if method is not None:
+        method(note)
 
 
 def format_remote_traceback(exc: BaseException) -> str:
