@@ -509,6 +509,40 @@ async def test_mailbox_expected_exit_reports_given_error(mailboxes: Any) -> None
     assert "stopped on request" in str(err)
 
 
+async def test_mailbox_lost_delegate_holds_until_mark_dead(mailboxes: Any) -> None:
+    a, b = await mailboxes(), await mailboxes()
+    # Dask retries a refused connect for 30 s by default; b's listener will be gone for good.
+    a.transport.conn_args["timeout"] = 0.01
+    asked: asyncio.Queue[tuple[str, BaseException]] = asyncio.Queue()
+
+    def delegate(peer: str, err: BaseException) -> bool:
+        asked.put_nowait((peer, err))
+        return True  # "that process is watched; its watcher will report why it ended"
+
+    a.lost_delegate = delegate
+    b.control["hello"] = lambda peer, args, reply: b.reply(reply, "hi")
+    entry = OncePort()
+    a.post(b.address, (CONTROL, "hello", (), a.open_port(entry)))
+    assert decode_reply(await _result(entry.cf)) == "hi"  # b now holds a connection back to a
+    watching = OncePort()
+    a.open_port(watching, (b.address,))
+    await _settled(a)
+    await b.close()
+    peer, err = await asyncio.wait_for(asyncio.shield(asked.get()), WAIT)
+    assert peer == b.address
+    assert isinstance(err, TransportError)
+    call_reply = OncePort()
+    a.post(b.address, _call("actor", None, reply=a.open_port(call_reply)))
+    await asyncio.wait_for(asked.get(), WAIT)  # the call could not go: held, not rejected yet
+    assert not watching.cf.done()
+    assert not call_reply.cf.done()
+    reason = SupervisionError("the proc was killed by signal 9")
+    a.mark_dead(b.address, reason)
+    assert await _outcome(watching.cf) is reason
+    with pytest.raises(SupervisionError, match="signal 9"):
+        decode_reply(await _result(call_reply.cf))
+
+
 # ---- control operations ----------------------------------------------------------------------------------
 
 

@@ -61,6 +61,12 @@ def run_proc(spec: dict[str, Any]) -> int:
     mailbox.post(controller, (CONTROL, "proc_ready", (spec["proc_id"], addr, os.getpid(), error),
                               None))
     loop.run_until_complete(done)
+    for hook in reversed(rt.shutdown_hooks):  # e.g. procs this proc's actors started
+        try:
+            # Off the loop thread: a hook may wait for work the loop must do.
+            loop.run_until_complete(loop.run_in_executor(None, hook))
+        except Exception:  # exiting anyway; the zygotes' stdin watch ends what is left
+            pass
     loop.run_until_complete(mailbox.transport.drain())
     return 0
 
