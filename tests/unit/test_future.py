@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -23,7 +24,9 @@ from monarch._src.runtime.future import Future
 WAIT = 5.0
 
 
-def _pending(decode: Callable[[Any], Any] | None = None) -> tuple[Future[Any], concurrent.futures.Future[Any]]:
+def _pending(
+    decode: Callable[[Any], Any] | None = None,
+) -> tuple[Future[Any], concurrent.futures.Future[Any]]:
     cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
     return Future._create(cf, decode), cf
 
@@ -139,7 +142,9 @@ def test_future_get_blocked_thread_completed_later_returns_value() -> None:
     assert out == [7]
 
 
-@pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), float("inf"), float("-inf"), "x", True])
+@pytest.mark.parametrize(
+    "timeout", [-1, -0.5, float("nan"), float("inf"), float("-inf"), "x", True]
+)
 def test_future_get_invalid_timeout_raises_value_error(timeout: Any) -> None:
     decode = _CountingDecode()
     fut = Future._create(Future._from_value(1)._cf, decode)
@@ -250,6 +255,31 @@ def test_future_decode_failure_is_cached_outcome() -> None:
     assert decode.calls == 1
 
 
+def test_future_map_error_applied_once_to_exception() -> None:
+    mapped: list[BaseException] = []
+
+    def map_error(exc: BaseException) -> BaseException:
+        mapped.append(exc)
+        return RuntimeError(f"mapped: {exc}")
+
+    cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut: Future[Any] = Future._create(cf, map_error=map_error)
+    original = OSError("raw")
+    cf.set_exception(original)
+    with pytest.raises(RuntimeError, match="mapped: raw") as first:
+        fut.get()
+    assert fut.exception() is first.value
+    assert mapped == [original]
+
+
+def test_future_map_error_not_applied_to_value() -> None:
+    cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut: Future[Any] = Future._create(cf, map_error=lambda exc: RuntimeError("never"))
+    cf.set_result(5)
+    assert fut.get() == 5
+    assert fut.exception() is None
+
+
 def test_future_decode_not_applied_to_exception() -> None:
     decode = _CountingDecode()
     fut, cf = _pending(decode)
@@ -258,17 +288,18 @@ def test_future_decode_not_applied_to_exception() -> None:
     assert decode.calls == 0
 
 
-class _FlipsDoneFuture(concurrent.futures.Future):  # type: ignore[type-arg]
-    """Fault double: pending for the first two `done()` checks, then fails (at the third check)."""
+class _FailsWhenExceptionLooks(concurrent.futures.Future):  # type: ignore[type-arg]
+    """Fault double: pending until `Future.exception` itself checks `done()`, then failed.
+
+    This is the moment just after `get()` timed out, when the runtime completes the future.
+    """
 
     def __init__(self, exc: BaseException) -> None:
         super().__init__()
         self._exc = exc
-        self._checks = 0
 
     def done(self) -> bool:
-        self._checks += 1
-        if self._checks == 3 and not super().done():
+        if not super().done() and sys._getframe(1).f_code.co_name == "exception":
             self.set_exception(self._exc)
         return super().done()
 
@@ -280,7 +311,7 @@ class _FlipsDoneFuture(concurrent.futures.Future):  # type: ignore[type-arg]
 )
 def test_future_exception_completes_at_timeout_returns_the_exception() -> None:
     err = OSError("failed right at the deadline")
-    fut = Future._create(_FlipsDoneFuture(err))
+    fut = Future._create(_FailsWhenExceptionLooks(err))
     assert fut.exception(timeout=0) is err
 
 
@@ -324,7 +355,9 @@ async def test_future_get_in_running_loop_pending_warns_and_returns(
     completer = threading.Thread(target=complete)
     completer.start()
     try:
-        with pytest.warns(UserWarning, match="Future.get\\(\\) was called from within an active event loop"):
+        with pytest.warns(
+            UserWarning, match="Future.get\\(\\) was called from within an active event loop"
+        ):
             value = fut.get(timeout=WAIT)
     finally:
         completer.join(WAIT)
@@ -335,7 +368,9 @@ async def test_future_get_in_running_loop_pending_logs_warning(
     about_to_block: _SignalOnRecord, caplog: pytest.LogCaptureFixture
 ) -> None:
     fut, cf = _pending()
-    completer = threading.Thread(target=lambda: about_to_block.event.wait(WAIT) and cf.set_result(1))
+    completer = threading.Thread(
+        target=lambda: about_to_block.event.wait(WAIT) and cf.set_result(1)
+    )
     completer.start()
     try:
         with caplog.at_level(logging.WARNING, logger="monarch._src.runtime.future"):
@@ -346,24 +381,36 @@ async def test_future_get_in_running_loop_pending_logs_warning(
     assert any("active event loop" in r.getMessage() for r in caplog.records)
 
 
-async def test_future_get_in_running_loop_done_does_not_warn() -> None:
+async def test_future_get_in_running_loop_done_still_warns() -> None:
+    # Whether get() warns must not depend on timing, so a finished future warns too.
     fut = Future._from_value(3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with pytest.warns(UserWarning, match="called from within an active event loop") as record:
         assert fut.get() == 3
         assert fut.result(timeout=1) == 3
-        assert fut.exception() is None
+    assert len(record) == 2
 
 
-def test_future_get_outside_loop_pending_does_not_warn() -> None:
+async def test_future_get_on_other_thread_while_loop_runs_does_not_warn() -> None:
+    fut, cf = _pending()
+    cf.set_result("v")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        assert await asyncio.to_thread(fut.get) == "v"
+        assert await asyncio.to_thread(fut.exception) is None
+    assert record == []
+
+
+def test_future_get_outside_loop_does_not_warn() -> None:
     fut, cf = _pending()
     cf.set_result(1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
         assert fut.get() == 1
+        assert fut.get(timeout=0) == 1
+    assert record == []
 
 
-# ---- await -----------------------------------------------------------------------------------------
+# ---- await ---------------------------------------------------------------------------------------
 
 
 async def test_future_await_twice_returns_same_value() -> None:
@@ -373,7 +420,7 @@ async def test_future_await_twice_returns_same_value() -> None:
     second = await fut
     assert first == ["v"]
     assert second is first
-    assert fut.get() is first
+    assert await asyncio.to_thread(fut.get) is first  # get() from a thread without a loop
 
 
 async def test_future_await_done_value_returns_it() -> None:
@@ -420,7 +467,7 @@ def test_future_dunder_await_outside_loop_raises_value_error() -> None:
         next(gen)
 
 
-# ---- as_asyncio ------------------------------------------------------------------------------------
+# ---- as_asyncio ----------------------------------------------------------------------------------
 
 
 def test_future_as_asyncio_outside_loop_raises_runtime_error_without_consuming() -> None:
@@ -497,7 +544,7 @@ def test_future_as_asyncio_two_loops_in_two_threads_both_resolve() -> None:
     assert decode.calls == 1
 
 
-# ---- misc ------------------------------------------------------------------------------------------
+# ---- misc ----------------------------------------------------------------------------------------
 
 
 def test_future_add_done_callback_gets_the_future() -> None:

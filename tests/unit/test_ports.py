@@ -31,7 +31,7 @@ def _values(replies: list[Any]) -> list[Any]:
     return [decode_reply(r) for r in replies]
 
 
-# ---- decode_reply ----------------------------------------------------------------------------------
+# ---- decode_reply --------------------------------------------------------------------------------
 
 
 def test_decode_reply_value_returns_it() -> None:
@@ -62,7 +62,7 @@ def test_decode_ranked_ranked_returns_rank_and_value() -> None:
         decode_ranked(True)((PORT_ERROR, encode(ValueError("bad")), 0))
 
 
-# ---- OncePort ----------------------------------------------------------------------------------------
+# ---- OncePort ------------------------------------------------------------------------------------
 
 
 def test_once_port_first_reply_completes_and_later_ignored() -> None:
@@ -93,7 +93,7 @@ def test_once_port_fail_before_reply_fails_future() -> None:
     assert port.cf.exception(timeout=0) is err
 
 
-# ---- GatherPort ----------------------------------------------------------------------------------------
+# ---- GatherPort ----------------------------------------------------------------------------------
 
 
 def test_gather_port_replies_out_of_order_ordered_by_rank() -> None:
@@ -149,7 +149,7 @@ def test_gather_port_fail_fails_future_and_ignores_later_replies() -> None:
     assert port.cf.exception(timeout=0) is err
 
 
-# ---- CountPort ----------------------------------------------------------------------------------------
+# ---- CountPort -----------------------------------------------------------------------------------
 
 
 def test_count_port_acks_complete_with_none() -> None:
@@ -207,7 +207,7 @@ def test_count_port_zero_completes_with_none() -> None:
     assert port.cf.result(timeout=0) is None
 
 
-# ---- StreamPort ----------------------------------------------------------------------------------------
+# ---- StreamPort ----------------------------------------------------------------------------------
 
 
 def test_stream_port_replies_complete_futures_in_arrival_order() -> None:
@@ -245,7 +245,7 @@ def test_stream_port_zero_is_closed_with_no_futures() -> None:
     assert port.cfs == []
 
 
-# ---- QueuePort ----------------------------------------------------------------------------------------
+# ---- QueuePort -----------------------------------------------------------------------------------
 
 
 def _take_value(port: QueuePort) -> Any:

@@ -144,7 +144,7 @@ async def test_transport_drain_returns_after_everything_written(nodes: Any) -> N
     assert envs == list(range(10))
 
 
-# ---- payloads ----------------------------------------------------------------------------------------
+# ---- payloads ------------------------------------------------------------------------------------
 
 
 def test_transport_encode_batch_large_buffer_is_own_frame() -> None:
@@ -188,7 +188,7 @@ async def test_transport_many_large_payloads_arrive_in_order(nodes: Any) -> None
     assert [decode(p) for _, p in envs] == blobs
 
 
-# ---- failures ----------------------------------------------------------------------------------------
+# ---- failures ------------------------------------------------------------------------------------
 
 
 async def _address_nobody_listens_on(nodes: Any) -> str:
@@ -297,7 +297,7 @@ async def test_transport_close_own_side_reports_nothing_lost(nodes: Any) -> None
     assert a.lost.empty()
 
 
-# ---- translate_error ---------------------------------------------------------------------------------
+# ---- translate_error -----------------------------------------------------------------------------
 
 ADDR = "inproc://192.0.2.7/1/2"
 
@@ -346,8 +346,7 @@ def test_translate_error_result_is_monarch_connection_error_and_pickles() -> Non
 
 @pytest.mark.xfail(
     strict=True,
-    reason="translate_error formats an empty exception message as 'was closed: .', not a "
-    "sentence.",
+    reason="translate_error formats an empty exception message as 'was closed: .', not a sentence.",
 )
 def test_translate_error_empty_message_reads_as_sentence() -> None:
     text = str(translate_error(CommClosedError(), ADDR))

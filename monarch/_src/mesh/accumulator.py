@@ -35,7 +35,7 @@ class Accumulator(Generic[R, A]):
         def fold(_: Any) -> A:
             acc = self._identity
             for fut in futures:  # the stream's k-th future is the k-th reply to arrive
-                acc = self._combine(acc, fut.get())
+                acc = self._combine(acc, fut._outcome())
             return acc
 
         # Stream futures complete in order, so the last one completing means all did.

@@ -117,14 +117,13 @@ class Future(Generic[T]):
         A `TimeoutError` after `timeout` seconds does not consume the future.
         """
         _check_timeout(timeout)
+        if _loop_running_here():
+            # Warned whether or not the result is there yet: whether a call blocks the loop
+            # must not depend on timing.
+            warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
+            logger.warning(_GET_IN_LOOP_WARNING)
         if not self._cf.done():
-            if _loop_running_here():
-                warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
-                logger.warning(_GET_IN_LOOP_WARNING)
-            try:
-                concurrent.futures.wait([self._cf], timeout=timeout)
-            except BaseException:
-                raise
+            concurrent.futures.wait([self._cf], timeout=timeout)
             if not self._cf.done():
                 raise TimeoutError(f"Future did not complete within {timeout} seconds.")
         return self._outcome()
