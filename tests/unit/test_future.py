@@ -156,11 +156,6 @@ def test_future_get_invalid_timeout_raises_value_error(timeout: Any) -> None:
     assert decode.calls == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Future.exception() catches the ValueError of an invalid timeout and returns it as if "
-    "it were the future's outcome.",
-)
 @pytest.mark.parametrize("timeout", [-1, float("nan"), "x"])
 def test_future_exception_invalid_timeout_raises_value_error(timeout: Any) -> None:
     decode = _CountingDecode()
@@ -304,11 +299,6 @@ class _FailsWhenExceptionLooks(concurrent.futures.Future):  # type: ignore[type-
         return super().done()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Future.exception() returns the unsettled cached error (None) when the future fails "
-    "between get()'s timeout and exception()'s done() re-check.",
-)
 def test_future_exception_completes_at_timeout_returns_the_exception() -> None:
     err = OSError("failed right at the deadline")
     fut = Future._create(_FailsWhenExceptionLooks(err))

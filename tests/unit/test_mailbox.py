@@ -133,12 +133,6 @@ async def test_mailbox_post_to_self_delivers_copy_of_buffers(mailboxes: Any) -> 
     assert decode(received) == bytearray(b"a" * (256 << 10))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Mailbox._deliver_local copies the payload buffers when the loop routes the envelope, "
-    "not when post() is called; until then the out-of-band buffers alias the sender's memory, "
-    "so a mutation right after post() reaches the receiver.",
-)
 async def test_mailbox_post_to_self_then_mutate_receiver_sees_original(mailboxes: Any) -> None:
     mb = await mailboxes()
     actor = _FakeActor()
@@ -447,12 +441,6 @@ async def test_mailbox_count_port_dead_peer_counts_as_answered(mailboxes: Any) -
     assert await _result(entry.cf) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Mailbox._watch_port closes the port after fail() even when the entry stays open "
-    "(a CountPort owed by live peers too), so their acknowledgements are dropped and the "
-    "future never completes.",
-)
 async def test_mailbox_count_port_opened_after_one_peer_died_completes(mailboxes: Any) -> None:
     mb = await mailboxes()
     dead, alive = "inproc://192.0.2.9/3/1", "inproc://192.0.2.9/3/2"
@@ -558,11 +546,6 @@ async def test_mailbox_lost_delegate_holds_until_mark_dead(mailboxes: Any) -> No
         decode_reply(await _result(call_reply.cf))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="The batch whose write fails is not in the transport's on_lost list "
-    "(_Peer._write), so a call in it is never held nor rejected and its reply never comes.",
-)
 async def test_mailbox_call_in_failed_write_rejected_after_mark_dead(mailboxes: Any) -> None:
     a, b, asked = await _connected_pair_with_delegate(mailboxes)
     await b.close()

@@ -196,11 +196,6 @@ def test_count_port_fail_for_every_sender_completes_with_none() -> None:
     assert port.cf.result(timeout=0) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CountPort(0) inherits GatherPort's n == 0 shortcut and completes with [] instead of "
-    "None.",
-)
 def test_count_port_zero_completes_with_none() -> None:
     port = CountPort(0)
     assert port.closed
@@ -312,11 +307,6 @@ def test_queue_port_once_waiting_take_gets_the_value() -> None:
     assert decode_ranked(False)(cf.result(timeout=0)) == "v"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="QueuePort(once=True) closes after one value without recording an error, so a second "
-    "take() pends forever (and the mailbox has dropped the closed entry, so no fail() comes).",
-)
 def test_queue_port_once_second_take_raises_eof_error() -> None:
     port = QueuePort(once=True)
     port.deliver(encode("only"), None, PORT_VALUE)

@@ -265,11 +265,6 @@ async def test_transport_send_after_listener_closed_reports_transport_error(node
     assert isinstance(err.__cause__, CommClosedError)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="_Peer._write takes the batch off the queue before writing it; when the write fails, "
-    "on_lost gets only what was queued after, so the failed batch is dropped unreported.",
-)
 async def test_transport_send_after_listener_closed_reports_the_envelope_lost(nodes: Any) -> None:
     a, b = await nodes(), await nodes()
     a.transport.send(b.address, ("first",))
@@ -344,10 +339,6 @@ def test_translate_error_result_is_monarch_connection_error_and_pickles() -> Non
     assert str(again) == str(err)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="translate_error formats an empty exception message as 'was closed: .', not a sentence.",
-)
 def test_translate_error_empty_message_reads_as_sentence() -> None:
     text = str(translate_error(CommClosedError(), ADDR))
     assert ADDR in text

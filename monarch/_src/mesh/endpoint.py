@@ -89,23 +89,21 @@ class Endpoint(Generic[R]):
     def _label(self) -> str:
         return f"{self._mesh._name}.{self._name}"
 
-    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> list[str]:
-        """Post one CALL per target (all ranks, or the given local ranks); return the procs."""
+    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
+        """Post one CALL per target: all ranks, or the given local ranks."""
         mesh = self._mesh
         mesh._check_usable(self._name)
-        mailbox = get_runtime().mailbox
         global_ranks, labels, sizes = mesh._cast_plan()
         procs = mesh._proc_keys()
         key = mesh._key
-        targets: list[str] = []
-        for local in (range(len(global_ranks)) if ranks is None else ranks):
-            proc = procs[global_ranks[local]]
-            targets.append(proc)
-            mailbox.post(proc, (CALL, key, self._name, payload, reply, (local, labels, sizes)))
-        return targets
-
-    def _open(self, entry: Any, n_targets: list[str]) -> Any:
-        return get_runtime().mailbox.open_port(entry, tuple(n_targets))
+        name = self._name
+        get_runtime().mailbox.post_all(
+            [
+                (procs[global_ranks[local]], (CALL, key, name, payload, reply, (local, labels, sizes)))
+                for local in (range(len(global_ranks)) if ranks is None else ranks)
+            ],
+            payload,
+        )
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:

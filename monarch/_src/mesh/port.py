@@ -39,7 +39,11 @@ class Port(Generic[R]):
         return port
 
     def send(self, obj: R) -> None:
-        """Send `obj` to the receiver; in order per sender, fire-and-forget."""
+        """Send `obj` to the receiver; in order per sender, fire-and-forget.
+
+        Large arrays and tensors in `obj` are written before `send` returns, so they may be
+        changed right after.
+        """
         self._post(encode(obj), PORT_VALUE)
 
     def exception(self, exc: BaseException) -> None:
@@ -51,7 +55,8 @@ class Port(Generic[R]):
 
     def _post(self, payload: Any, status: int) -> None:
         addr, port_id = self._addr
-        get_runtime().mailbox.post(addr, (PORT, port_id, payload, self._rank, status))
+        get_runtime().mailbox.post_all([(addr, (PORT, port_id, payload, self._rank, status))],
+                                       payload)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Port._create, (self._addr, self._rank))

@@ -17,7 +17,7 @@ from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
 from monarch._src.mesh.hosted import SpawnInfo
-from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.envelope import CONTROL, copy_payload, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
@@ -144,7 +144,8 @@ class ProcMesh(MeshTrait):
         if self._table.stopped is not None:
             raise RuntimeError("`ProcMesh` has already been stopped")
         validate_actor_class(Class, RESERVED_NAMES)
-        payload = encode((Class, args, kwargs))
+        # Held until the procs are up: copy large buffers so later changes do not leak in.
+        payload = copy_payload(encode((Class, args, kwargs)))
         key = f"{name}-{uuid.uuid4().hex[:10]}"
         me = current_instance()
         rt = get_runtime()

@@ -85,9 +85,12 @@ class ActorThread:
             message = q.popleft()
             if message is STOP:
                 return
-            result = self._handle(message)
-            if result is not None:
-                await result
+            try:
+                result = self._handle(message)
+                if result is not None:
+                    await result
+            except Exception:  # handlers report their own errors; this is a bug of ours
+                logger.exception("monarch: actor %s failed to handle a message", self.name)
 
 
 def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:

@@ -134,11 +134,13 @@ class Future(Generic[T]):
 
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """Block like `get`, but return the exception (or None) instead of raising it."""
+        _check_timeout(timeout)
         try:
             self.get(timeout)
         except TimeoutError:
             if not self._cf.done():
                 raise
+            self._settle()  # it completed just after the wait timed out
             return self._error
         except BaseException as e:
             return e

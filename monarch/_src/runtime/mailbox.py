@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import threading
 from collections import deque
 from typing import Any, Callable, Protocol
 
@@ -32,6 +33,7 @@ from monarch._src.runtime.envelope import (
     copy_payload,
     encode,
 )
+from monarch._src.config import duration_seconds
 from monarch._src.runtime.ports import _Entry
 from monarch._src.supervision.errors import SupervisionError
 from monarch._src.transport.comm import Transport
@@ -44,6 +46,27 @@ logger = logging.getLogger(__name__)
 PENDING_PREFIX = "pending:"
 # A post-queue item that registers which peers a port waits on (not an address).
 _WATCH: Any = "watch:"
+
+Written = Callable[[], None] | None
+
+
+class _Countdown:
+    """Lets one thread wait until `n` envelopes were written."""
+
+    def __init__(self, n: int) -> None:
+        self._left = n
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    def tick(self) -> None:
+        with self._lock:
+            self._left -= 1
+            if self._left == 0:
+                self._done.set()
+
+    def wait(self) -> None:
+        # Bounded: a peer that never comes up is failed by then, which also ticks.
+        self._done.wait(duration_seconds("message_delivery_timeout"))
 
 
 class Inbox(Protocol):
@@ -68,16 +91,19 @@ class Mailbox:
         self._port_ids = itertools.count(1)
         self._port_peers: dict[int, tuple[str, ...]] = {}  # port -> peers that owe it replies
         self._waiting: dict[str, set[int]] = {}  # peer -> ports waiting on a reply from it
-        self._outq: deque[tuple[str, tuple[Any, ...]]] = deque()  # posts from any thread
+        # Posts from any thread: (address, envelope, called once written or failed, or None).
+        self._outq: deque[tuple[str, tuple[Any, ...], Written]] = deque()
         self._wake_pending = False  # a _flush is scheduled on the loop
         self._alias: dict[str, str] = {}  # pending routing key -> resolved address
-        self._held: dict[str, list[tuple[Any, ...]]] = {}  # pending key -> envelopes, in order
+        # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
+        self._held: dict[str, list[tuple[tuple[Any, ...], Written]]] = {}
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
         self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
         self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
         # Asked when the connection to a peer breaks: True means "that process is watched; the
         # watcher will call mark_dead with the reason". None: mark it dead at once.
         self.lost_delegate: Callable[[str, BaseException], bool] | None = None
+        self.loop_thread: threading.Thread | None = None  # set by the runtime that runs `loop`
 
     async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
         self.address = await self.transport.start(address)
@@ -99,13 +125,17 @@ class Mailbox:
         if entry is None or entry.closed:
             return
         peers = tuple(self._alias.get(peer, peer) for peer in peers)
+        live = []
         for peer in peers:
             if peer in self._dead:
                 entry.fail(_as_supervision_error(self._dead[peer]))
-                self._close_port(port_id)
-                return
-        self._port_peers[port_id] = peers
-        for peer in peers:
+                if entry.closed:
+                    self._close_port(port_id)
+                    return
+            else:
+                live.append(peer)
+        self._port_peers[port_id] = tuple(live)
+        for peer in live:
             self._waiting.setdefault(peer, set()).add(port_id)
 
     def close_port(self, port: PortAddr) -> None:
@@ -121,9 +151,14 @@ class Mailbox:
                 waiting.discard(port_id)
 
     # ---- sending ----------------------------------------------------------------------------
-    def post(self, addr: str, env: tuple[Any, ...]) -> None:
-        """Send `env` to the process at `addr` (any thread); order per calling thread is kept."""
-        self._outq.append((addr, env))
+    def post(self, addr: str, env: tuple[Any, ...], written: Written = None) -> None:
+        """Send `env` to the process at `addr` (any thread); order per calling thread is kept.
+
+        `written()` is called (on the loop) once the envelope left this process or could not.
+        """
+        if addr == self.address:
+            env = _private_copy(env)
+        self._outq.append((addr, env, written))
         if not self._wake_pending:
             self._wake_pending = True
             self.loop.call_soon_threadsafe(self._flush)
@@ -132,44 +167,63 @@ class Mailbox:
         self._wake_pending = False
         q = self._outq
         while q:
-            addr, env = q.popleft()
+            addr, env, written = q.popleft()
             if addr is _WATCH:
                 self._watch_port(*env)
             else:
-                self._route(addr, env)
+                self._route(addr, env, written)
 
-    def _route(self, addr: str, env: tuple[Any, ...]) -> None:
+    def _route(self, addr: str, env: tuple[Any, ...], written: Written = None) -> None:
         addr = self._alias.get(addr, addr)
+        if addr.startswith(PENDING_PREFIX) and addr not in self._dead:
+            self._held.setdefault(addr, []).append((env, written))
+            return
         if addr == self.address:
             self._deliver_local(env)
         elif addr in self._dead:
             self._undeliverable(addr, env, self._dead[addr])
-        elif addr.startswith(PENDING_PREFIX):
-            self._held.setdefault(addr, []).append(env)
         else:
-            self.transport.send(addr, env)
+            self.transport.send(addr, env, written)
+            return
+        if written is not None:
+            written()
+
+    def post_all(self, posts: list[tuple[str, tuple[Any, ...]]], payload: Any) -> None:
+        """Post envelopes that share `payload`; when it has out-of-band buffers (which point at
+        the sender's memory), return only once they were written, so the caller may change its
+        arrays or tensors as soon as the call returns. On the loop thread, where waiting would
+        deadlock, the buffers are copied instead."""
+        if not payload[1] or not posts:
+            for addr, env in posts:
+                self.post(addr, env)
+            return
+        if threading.current_thread() is self.loop_thread:
+            for addr, env in posts:
+                self.post(addr, _private_copy(env))
+            return
+        done = _Countdown(len(posts))
+        for addr, env in posts:
+            self.post(addr, env, done.tick)
+        done.wait()
 
     def resolve(self, pending_key: str, addr: str) -> None:
         """The proc known as `pending_key` listens at `addr`: release what was held (loop)."""
         self._alias[pending_key] = addr
         for port_id in self._waiting.pop(pending_key, set()):
             self._waiting.setdefault(addr, set()).add(port_id)
-        for env in self._held.pop(pending_key, []):
-            self._route(addr, env)
+        for env, written in self._held.pop(pending_key, []):
+            self._route(addr, env, written)
 
     def _deliver_local(self, env: tuple[Any, ...]) -> None:
-        kind = env[0]
-        if kind == CALL or kind == PORT:
-            # Inside one process the receiver must still get its own copy of the arguments.
-            env = (*env[:3], copy_payload(env[3]), *env[4:]) if kind == CALL else (
-                env[0], env[1], copy_payload(env[2]), *env[3:]
-            )
         self._dispatch(self.address, env)
 
     # ---- receiving --------------------------------------------------------------------------
     def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
         for env in envs:
-            self._dispatch(peer, env)
+            try:
+                self._dispatch(peer, env)
+            except Exception:  # one bad envelope must not cost the rest of the connection
+                logger.exception("monarch: could not dispatch an envelope from %s", peer)
 
     def _dispatch(self, peer: str, env: tuple[Any, ...]) -> None:
         kind = env[0]
@@ -178,6 +232,11 @@ class Mailbox:
             entry = self._ports.get(port_id)
             if entry is None:
                 return  # a late reply to a port nobody reads any more
+            # A peer owes each port it was asked at most one reply: once it answered, its
+            # death no longer concerns this port.
+            waiting = self._waiting.get(peer)
+            if waiting is not None:
+                waiting.discard(port_id)
             entry.deliver(payload, rank, status)
             if entry.closed:
                 self._close_port(port_id)
@@ -207,7 +266,8 @@ class Mailbox:
 
     # ---- replies ----------------------------------------------------------------------------
     def reply(self, port: PortAddr, value: Any, rank: int | None = None) -> None:
-        self.post(port[0], (PORT, port[1], encode(value), rank, 0))
+        payload = encode(value)
+        self.post_all([(port[0], (PORT, port[1], payload, rank, 0))], payload)
 
     def reply_error(self, port: PortAddr, exc: BaseException, rank: int | None = None) -> None:
         self.post(port[0], (PORT, port[1], encode(exc), rank, PORT_ERROR))
@@ -227,7 +287,7 @@ class Mailbox:
         elif self.lost_delegate is not None and self.lost_delegate(peer, err):
             # Whoever watches that process reports why it ended (a broken connection says
             # less than "Killed(sig=9)"); it calls mark_dead soon. Hold what could not go.
-            self._held.setdefault(peer, []).extend(lost)
+            self._held.setdefault(peer, []).extend((env, None) for env in lost)
             return
         else:
             self.mark_dead(peer, err)
@@ -240,8 +300,10 @@ class Mailbox:
             return
         self._dead[peer] = err
         self.transport.forget_peer(peer)
-        for env in self._held.pop(peer, []):
+        for env, written in self._held.pop(peer, []):
             self._undeliverable(peer, env, err)
+            if written is not None:
+                written()
         for port_id in self._waiting.pop(peer, set()):
             entry = self._ports.get(port_id)
             if entry is not None:
@@ -260,6 +322,17 @@ class Mailbox:
 
     async def close(self) -> None:
         await self.transport.close()
+
+
+def _private_copy(env: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Inside one process the receiver must still get its own copy of the arguments, taken
+    when they are sent (the sender may change its buffers right after)."""
+    kind = env[0]
+    if kind == CALL:
+        return (*env[:3], copy_payload(env[3]), *env[4:])
+    if kind == PORT:
+        return (env[0], env[1], copy_payload(env[2]), *env[3:])
+    return env
 
 
 def _as_supervision_error(err: BaseException) -> SupervisionError:

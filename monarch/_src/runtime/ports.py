@@ -92,6 +92,12 @@ class CountPort(GatherPort):
     A peer that dies counts as having answered; an error reply fails `cf`.
     """
 
+    def __init__(self, n: int) -> None:
+        super().__init__(n)
+        if n == 0:
+            self.cf = concurrent.futures.Future()
+            self.cf.set_result(None)  # type: ignore[arg-type]
+
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed:
             return
@@ -159,6 +165,8 @@ class QueuePort(_Entry):
                 return
             if self.once:
                 self.closed = True
+                # After its one message, a once-port answers later recv()s with EOFError.
+                self._error = EOFError("Port closed: a once-port receives one message.")
             if status == PORT_CLOSED:
                 self._error = EOFError("Port closed: the sender closed it.")
                 self.closed = True

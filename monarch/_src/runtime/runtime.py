@@ -97,6 +97,7 @@ def _start_controller_runtime() -> None:
     started.result(timeout=60)
     rt = Runtime(loop, mailbox, f"client-{os.getpid()}-{uuid.uuid4().hex[:6]}", True)
     rt.loop_thread = thread
+    mailbox.loop_thread = thread
     for hook in on_start:
         hook(rt)
     _runtime = rt
@@ -118,6 +119,7 @@ def install_proc_runtime(loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc
     global _runtime
     rt = Runtime(loop, mailbox, proc_id, False)
     rt.loop_thread = threading.current_thread()
+    mailbox.loop_thread = rt.loop_thread
     for hook in on_start:
         hook(rt)
     _runtime = rt

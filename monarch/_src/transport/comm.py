@@ -57,11 +57,12 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
     """The one place where Dask and OS errors become monarch errors."""
     if isinstance(exc, TransportError):
         return exc
+    detail = f": {exc}" if str(exc) else ""
     if isinstance(exc, (CommClosedError, StreamClosedError)):
-        return TransportError(f"The connection to {addr} was closed: {exc}.")
+        return TransportError(f"The connection to {addr} was closed{detail}.")
     if isinstance(exc, (OSError, asyncio.TimeoutError)):
-        return TransportError(f"Could not reach {addr}: {exc}.")
-    return TransportError(f"The transport to {addr} failed: {type(exc).__name__}: {exc}.")
+        return TransportError(f"Could not reach {addr}{detail}.")
+    return TransportError(f"The transport to {addr} failed: {type(exc).__name__}{detail}.")
 
 
 def encode_batch(envelopes: Sequence[Envelope]) -> list[Any]:
@@ -136,6 +137,11 @@ def _channel(comm: Comm) -> _StreamChannel | _CommChannel:
     return _CommChannel(comm)
 
 
+def _call_all(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        callback()
+
+
 class _Peer:
     """The outgoing half of a connection to one peer address (runtime loop only)."""
 
@@ -143,20 +149,27 @@ class _Peer:
         self.transport = transport
         self.addr = addr
         self.queue: list[Envelope] = []  # envelopes waiting for the writer, in send order
+        self.written: list[Callable[[], None]] = []  # to call once `queue` was written
         self.comm: Comm | None = None  # None until connected
         self.channel: _StreamChannel | _CommChannel | None = None  # set once connected
         self.task: asyncio.Task[None] | None = None  # the writer, while it runs
         self.failed: BaseException | None = None  # set once; a failed peer delivers nothing
 
-    def send(self, env: Envelope) -> None:
+    def send(self, env: Envelope, written: Callable[[], None] | None = None) -> None:
         if self.failed is not None:
             self.transport._on_lost(self.addr, [env], self.failed)
+            if written is not None:
+                written()
             return
         self.queue.append(env)
+        if written is not None:
+            self.written.append(written)
         if self.task is None:
             self.task = asyncio.get_running_loop().create_task(self._write())
 
     async def _write(self) -> None:
+        batch: list[Envelope] = []  # the batch being written; lost with the rest on failure
+        notify: list[Callable[[], None]] = []  # its written-callbacks
         try:
             if self.channel is None:
                 self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
@@ -164,12 +177,17 @@ class _Peer:
                 self.channel = _channel(self.comm)
             while self.queue:
                 batch, self.queue = self.queue, []
+                notify, self.written = self.written, []
                 await self.channel.write(encode_batch(batch))
+                _call_all(notify)
+                notify = []
         except BaseException as exc:  # every failure of this peer ends here
             err = translate_error(exc, self.addr)
             err.__cause__ = exc
             self.failed = err
-            lost, self.queue = self.queue, []
+            lost, self.queue = batch + self.queue, []
+            _call_all(notify + self.written)
+            self.written = []
             self.transport._peer_failed(self, lost, err)
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -213,12 +231,15 @@ class Transport:
         self.address = self._listener.contact_address
         return self.address
 
-    def send(self, addr: str, env: Envelope) -> None:
-        """Queue `env` for `addr` (runtime loop only); delivery order is send order."""
+    def send(self, addr: str, env: Envelope, written: Callable[[], None] | None = None) -> None:
+        """Queue `env` for `addr` (runtime loop only); delivery order is send order.
+
+        `written()` is called once `env` was handed to the operating system, or failed.
+        """
         peer = self._peers.get(addr)
         if peer is None:
             peer = self._peers[addr] = _Peer(self, addr)
-        peer.send(env)
+        peer.send(env, written)
 
     def _peer_failed(self, peer: _Peer, lost: list[Envelope], err: BaseException) -> None:
         if self._closing:

@@ -1,26 +1,26 @@
 """Message payloads to pickle frames and back: `dumps`, `loads`, `frames_nbytes`.
 
 Design. Payloads are pickled with protocol 5 and a `buffer_callback`, so a large contiguous buffer
-(a numpy array, a torch tensor's storage, a big `bytearray` or `memoryview`) leaves as a separate
-out-of-band frame that still points at the sender's memory: nothing is copied before the socket.
-Buffers under `INBAND_LIMIT` stay inside the pickle stream, because for small data one frame is
-cheaper than two.
+(a numpy array, a torch tensor's storage, a big `bytes`, `bytearray` or `memoryview`) leaves as a
+separate out-of-band frame that still points at the sender's memory: nothing is copied before the
+socket. Buffers under `INBAND_LIMIT` stay inside the pickle stream, because for small data one
+frame is cheaper than two.
 
 One pickler class does everything. It subclasses `cloudpickle.Pickler`, whose `reducer_override`
 pickles by value exactly the functions and classes that a receiver could not import by name
 (defined in `__main__`, i.e. a script or a notebook cell, lambdas, closures, local classes) and
 leaves every importable one to plain pickle's by-name reference. The C pickler never calls
-`reducer_override` for None, bools, ints, floats, str, bytes, tuples, lists, dicts and sets, so a
-message made of builtins never runs Python code; reusing one pickler per thread removes the
-remaining cost of building a pickler, and a small message costs about as much as `pickle.dumps`.
+`reducer_override` for None, bools, ints, floats, str, bytes, bytearray, tuples, lists, dicts and
+sets, so a message made of builtins runs no Python code; one pickler is reused per thread, so a
+small message costs about a microsecond more than `pickle.dumps`. Large `bytes` and `bytearray`
+objects, which no hook sees, are moved out-of-band after the fact (see `_splice`).
 
-Torch tensors go through `torch_reduce`, which needs neither numpy nor, on the sender, any import
-of torch: the reducer is registered only once torch is in `sys.modules`, so importing this module
-imports neither torch nor numpy.
+Torch tensors go through `torch_reduce`, which needs no numpy. Its reducer is registered only once
+torch is in `sys.modules`, so importing this module imports neither torch nor numpy.
 
-Rejected alternatives. `cloudpickle.dumps` for everything costs about nine times `pickle.dumps` on
-a small message, because it builds a pickler per call. Plain pickle first with cloudpickle on
-failure does not work: plain pickle happily writes a `__main__` class by name, which only fails
+Rejected alternatives. `cloudpickle.dumps` for everything costs about eight times `pickle.dumps`
+on a small message, because it builds a pickler per call. Plain pickle first with cloudpickle on
+failure does not work: plain pickle happily writes a `__main__` class by name, which fails only
 later, on the receiver. Torch's own tensor pickling copies each storage through `torch.save` into
 in-band bytes, and Dask's tensor serializer goes through numpy.
 
@@ -28,7 +28,7 @@ Receiving. `loads` may keep the buffers it is given: a writable buffer (a `bytea
 memoryview) becomes the memory of the numpy array, tensor or bytearray built from it, so the caller
 must not reuse it. A read-only buffer (`bytes`, a read-only memoryview) yields a read-only numpy
 array, because numpy supports those; a tensor or bytearray built from one is a copy, because torch
-has no read-only tensors.
+has no read-only tensors. A `bytes` object is a copy of its buffer unless that buffer is `bytes`.
 """
 
 from __future__ import annotations
@@ -222,6 +222,7 @@ def _add_note(exc: BaseException, note: str) -> None:
 
 
 def _rebuild_bytearray(buffer: Any) -> bytearray:
+    # Spliced streams name this function (see _BYTEARRAY_CALL): keep its module and name.
     if type(buffer) is bytearray:
         return buffer
     return bytearray(buffer)
