@@ -118,18 +118,6 @@ _control["supervise"] = _counting_supervise
 WAIT_BEFORE_RAISING = lambda: _both_arrived.wait(30)
 """
 
-_BUG_HOOK_PER_FAULT_AFTER_FATAL = (
-    "After a hook call raised (fatal), later faults still call the hook, once per fault: "
-    "agent._root_fault (mesh/agent.py) starts a new thread per fault, each calls the hook and, "
-    "if it raises, _die, so with 2 failed ranks the hook runs twice, two reports go to stderr "
-    "and atexit handlers run twice (concurrently, on two threads) before os._exit. Contract "
-    "§2.4/§4.39: a raising hook is invoked exactly once. Fix: run hooks on one thread (a "
-    "queue) and latch a module-level 'fatal' flag under a lock before _die; faults arriving "
-    "after that are written to stderr without calling the hook, and _die runs at most once."
-)
-
-
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=_BUG_HOOK_PER_FAULT_AFTER_FATAL)
 @pytest.mark.timeout(120)
 def test_raising_custom_fault_hook_with_two_pending_faults_is_called_once() -> None:
     result = _run("GPUS = 2", _SECOND_FAULT_ARRIVED, _RAISING_HOOK, _FAIL_AND_WAIT)

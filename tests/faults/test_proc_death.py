@@ -160,20 +160,6 @@ def test_proc_crash_every_rank_in_flight_call_raises_and_each_rank_is_reported(
         assert procs.stop().get(timeout=TIMEOUT) is None
 
 
-_BUG_REPORT_NAMES_PROC_MESH = (
-    "A proc death is reported once, to the proc mesh's owner, as MeshFailure(mesh_name=<proc mesh "
-    "name, 'anon' by default>, ...): LocalHostAgent._proc_exited (hosts/local.py, the "
-    "'supervise' post) uses table.owner_key/table.name. The actor meshes on that proc are never "
-    "named, and (by reading the code) an actor that spawned a mesh on procs it does not own "
-    "is never told (contract "
-    "§2.4: failures go to the owner of the failed mesh; §4.36 expects the child mesh name). Fix: "
-    "keep the actor meshes spawned on each ProcTable (key, name, creator) when ProcMesh.spawn "
-    "runs, and on a proc death post one 'supervise' per actor mesh to its creator with that "
-    "mesh's name and the rank within it."
-)
-
-
-@pytest.mark.xfail(strict=True, raises=TimeoutError, reason=_BUG_REPORT_NAMES_PROC_MESH)
 @pytest.mark.timeout(120)
 def test_proc_crash_fault_report_names_actor_mesh_on_dead_proc(fault_recorder: Any) -> None:
     with fresh_procs(1) as procs:

@@ -162,12 +162,22 @@ class LocalHostAgent:
             report = f"the process this actor was running on failed: {status}"
             table.fail(rank, report)
             err = SupervisionError(report)
-            # The proc mesh's owner is told, like for any failure of what it owns.
-            self.rt.mailbox.post(
-                self.rt.address,
-                (CONTROL, "supervise", (table.owner_key, table.name, None, rank, report), None),
-            )
+            # Each actor mesh with an actor on that proc is a failed mesh; its owner is told.
+            # With no actor there, the proc mesh's owner is told about the proc mesh.
+            told = False
+            for name, creator_key, ranks in table.actor_meshes:
+                if rank in ranks:
+                    self._supervise(creator_key, name, ranks.index(rank), report)
+                    told = True
+            if not told:
+                self._supervise(table.owner_key, table.name, rank, report)
         self.rt.mailbox.mark_dead(key, err)
+
+    def _supervise(self, owner_key: str | None, mesh_name: str, rank: int, report: str) -> None:
+        self.rt.mailbox.post(
+            self.rt.address,
+            (CONTROL, "supervise", (owner_key, mesh_name, None, rank, report), None),
+        )
 
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:

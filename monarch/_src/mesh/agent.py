@@ -8,6 +8,7 @@ the process that receives them. They never block the loop: work that waits (an a
 from __future__ import annotations
 
 import logging
+import queue
 import sys
 import threading
 from typing import Any
@@ -84,24 +85,48 @@ def install_agent(rt: Runtime) -> None:
     )
 
 
-def _root_fault(failure: MeshFailure) -> None:
-    """Hand a failure that reached the root client to `monarch.actor.unhandled_fault_hook`.
+class _FaultHookRunner:
+    """Runs `monarch.actor.unhandled_fault_hook` for failures that reached the root client.
 
-    The hook runs on its own thread (it may block), looked up at call time so users can replace
-    it. Returning drops the fault; raising anything is fatal: the report goes to stderr, atexit
-    handlers run, and the process exits with status 1.
+    One thread takes failures in arrival order, so the hook is called exactly once per fault
+    and never concurrently with itself. The hook is looked up at call time so users can
+    replace it. Returning drops the fault; raising anything is fatal: the report goes to
+    stderr, atexit handlers run, and the process exits with status 1. After a fatal fault,
+    later ones are only written to stderr.
     """
 
-    def run() -> None:
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[MeshFailure] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def submit(self, failure: MeshFailure) -> None:
+        self._queue.put(failure)
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="monarch-fault-hook", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
         import monarch.actor
 
-        hook = getattr(monarch.actor, "unhandled_fault_hook")
-        try:
-            hook(failure)
-        except BaseException:
-            _die(failure)
+        while True:
+            failure = self._queue.get()
+            hook = getattr(monarch.actor, "unhandled_fault_hook")
+            try:
+                hook(failure)
+            except BaseException:
+                _die(failure)
+                return
 
-    threading.Thread(target=run, name="monarch-fault-hook", daemon=True).start()
+
+_fault_hook = _FaultHookRunner()
+
+
+def _root_fault(failure: MeshFailure) -> None:
+    _fault_hook.submit(failure)
 
 
 def _die(failure: MeshFailure) -> None:

@@ -46,6 +46,9 @@ class ProcTable:
         self.failed: dict[int, str] = {}  # rank -> report, for procs that died
         self.name = "anon"  # the proc mesh's name, for failure reports
         self.owner_key: str | None = None  # actor key of the owner; None for the root client
+        # Actor meshes spawned on these procs from this process, for failure reports:
+        # (mesh name, creator's actor key or None, global proc ranks in mesh order).
+        self.actor_meshes: list[tuple[str, str | None, list[int]]] = []
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -159,6 +162,7 @@ class ProcMesh(MeshTrait):
             rt.mailbox.post(keys[rank], (CONTROL, "spawn", (info, payload), None))
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
         me.owned_meshes.append(mesh)
+        self._table.actor_meshes.append((name, me.actor_key, shape.ranks()))
         return mesh  # type: ignore[return-value]
 
     # ---- lifecycle --------------------------------------------------------------------------
