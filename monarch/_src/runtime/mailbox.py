@@ -172,6 +172,7 @@ class Mailbox:
                 self._watch_port(*env)
             else:
                 self._route(addr, env, written)
+        self.transport.flush()
 
     def _route(self, addr: str, env: tuple[Any, ...], written: Written = None) -> None:
         addr = self._alias.get(addr, addr)
@@ -224,6 +225,7 @@ class Mailbox:
                 self._dispatch(peer, env)
             except Exception:  # one bad envelope must not cost the rest of the connection
                 logger.exception("monarch: could not dispatch an envelope from %s", peer)
+        self.transport.flush()
 
     def _dispatch(self, peer: str, env: tuple[Any, ...]) -> None:
         kind = env[0]

@@ -8,11 +8,16 @@ what Monarch's per-(sender actor, receiver actor) ordering needs.
 
 A batch is a list of frames: frame 0 is the pickled list of envelopes, the rest are the
 out-of-band buffers of the payloads inside it, so large arrays and tensors are never copied into
-a msgpack frame. `distributed.comm` connects, listens, does its handshake (and TLS, when
-configured) for every scheme; on stream-based comms (tcp, tls) the batches then travel on the
-comm's own stream with a minimal frame header (`_StreamChannel`), because Dask's per-message
-`write` (a `sizeof` walk, msgpack, offload checks) costs more than the rest of a call. Other
-comms (inproc, used by unit tests) carry each batch as one `Serialized` message (`_CommChannel`).
+a msgpack frame. `distributed.comm` connects, listens and does its handshake (and TLS, when
+configured) for every scheme. Then, because Dask's per-message `write` (a `sizeof` walk, msgpack,
+offload checks) costs more than the rest of a call:
+* plain tcp comms hand their socket over to a `SocketChannel` (one `sendmsg` per batch, batches
+  cut from one `recv_into`), after a hello/ack exchange that guarantees no bytes are left
+  buffered in the comm;
+* other stream comms (tls) carry batches on the comm's tornado stream with the same framing
+  (`_StreamChannel`);
+* comms without a stream (inproc, used by unit tests) carry each batch as one `Serialized`
+  message (`_CommChannel`).
 
 Rejected alternatives (see PERFORMANCE.md): Dask's pooled rpc (one comm per call in flight, a
 handshake per connection reuse) and Dask actors (calls routed through the scheduler) are 10-100x
@@ -27,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import socket
 import struct
 from typing import Any, Callable, Sequence
 
@@ -34,7 +40,9 @@ import dask.config
 from distributed.comm import connect, listen
 from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
-from tornado.iostream import StreamClosedError
+from tornado.iostream import IOStream, StreamClosedError
+
+from monarch._src.transport.socket_channel import SocketChannel
 
 from monarch._src.supervision.errors import TransportError
 
@@ -131,6 +139,21 @@ class _CommChannel:
         return msg["b"].frames  # type: ignore[no-any-return]
 
 
+def _can_take_socket(comm: Comm) -> bool:
+    """A plain (not TLS) tcp comm, whose socket a SocketChannel can drive."""
+    stream = getattr(comm, "stream", None)
+    return type(stream) is IOStream and getattr(stream, "socket", None) is not None
+
+
+def _take_socket(comm: Comm) -> socket.socket:
+    """Take the comm's connection over: a duplicate of its socket, the comm itself closed."""
+    sock = comm.stream.socket.dup()  # type: ignore[attr-defined]
+    comm.abort()
+    sock.setblocking(False)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
 def _channel(comm: Comm) -> _StreamChannel | _CommChannel:
     if getattr(comm, "stream", None) is not None:
         return _StreamChannel(comm)
@@ -151,7 +174,7 @@ class _Peer:
         self.queue: list[Envelope] = []  # envelopes waiting for the writer, in send order
         self.written: list[Callable[[], None]] = []  # to call once `queue` was written
         self.comm: Comm | None = None  # None until connected
-        self.channel: _StreamChannel | _CommChannel | None = None  # set once connected
+        self.channel: SocketChannel | _StreamChannel | _CommChannel | None = None  # once connected
         self.task: asyncio.Task[None] | None = None  # the writer, while it runs
         self.failed: BaseException | None = None  # set once; a failed peer delivers nothing
 
@@ -164,17 +187,70 @@ class _Peer:
         self.queue.append(env)
         if written is not None:
             self.written.append(written)
-        if self.task is None:
+        if self.task is not None:
+            return  # the writer takes it with the next batch
+        if isinstance(self.channel, SocketChannel) and self.channel.idle:
+            self.transport._mark_dirty(self)  # written synchronously at the end of this turn
+        else:
             self.task = asyncio.get_running_loop().create_task(self._write())
+
+    def write_now(self) -> None:
+        """Write what is queued without a task, when the socket takes it (loop only)."""
+        if self.task is not None or not self.queue or self.failed is not None:
+            return
+        channel = self.channel
+        if not (isinstance(channel, SocketChannel) and channel.idle):
+            self.task = asyncio.get_running_loop().create_task(self._write())
+            return
+        batch, self.queue = self.queue, []
+        notify, self.written = self.written, []
+        try:
+            done = channel.write_now(encode_batch(batch))
+        except BaseException as exc:
+            self.queue = batch + self.queue
+            self.written = notify + self.written
+            self.task = asyncio.get_running_loop().create_task(self._fail(exc))
+            return
+        if done:
+            _call_all(notify)
+        else:
+            self.task = asyncio.get_running_loop().create_task(self._finish(notify))
+
+    async def _finish(self, notify: list[Callable[[], None]]) -> None:
+        """Wait until a batch written in part was sent, then go on with what queued since."""
+        try:
+            assert isinstance(self.channel, SocketChannel)
+            await self.channel.drained()
+        except BaseException as exc:
+            self.written = notify + self.written
+            self.task = None
+            await self._fail(exc)
+            return
+        _call_all(notify)
+        self.task = None
+        if self.queue:
+            self.task = asyncio.get_running_loop().create_task(self._write())
+
+    async def _fail(self, exc: BaseException) -> None:
+        try:
+            raise exc
+        except BaseException:
+            pass
+        err = translate_error(exc, self.addr)
+        err.__cause__ = exc
+        self.failed = err
+        lost, self.queue = self.queue, []
+        _call_all(self.written)
+        self.written = []
+        self.task = None
+        self.transport._peer_failed(self, lost, err)
 
     async def _write(self) -> None:
         batch: list[Envelope] = []  # the batch being written; lost with the rest on failure
         notify: list[Callable[[], None]] = []  # its written-callbacks
         try:
             if self.channel is None:
-                self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
-                await self.comm.write({"hello": self.transport.address})
-                self.channel = _channel(self.comm)
+                self.channel = await self._connect()
             while self.queue:
                 batch, self.queue = self.queue, []
                 notify, self.written = self.written, []
@@ -194,10 +270,29 @@ class _Peer:
         finally:
             self.task = None
 
+    async def _connect(self) -> SocketChannel | _StreamChannel | _CommChannel:
+        comm = self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
+        raw = _can_take_socket(comm)
+        await comm.write({"hello": self.transport.address, "raw": raw})
+        if not raw:
+            return _channel(comm)
+        # The listener acks once it took its end over; nothing follows the ack on this comm.
+        await comm.read()
+        return SocketChannel(_take_socket(comm), None, self._closed_under_us)
+
+    def _closed_under_us(self, exc: BaseException) -> None:
+        """The connection broke while idle (the peer exited): fail now, not at the next write."""
+        if self.failed is None and self.task is None and self.transport._peers.get(self.addr) is self:
+            err = translate_error(exc, self.addr)
+            self.failed = err
+            self.transport._peer_failed(self, [], err)
+
     async def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
-        if self.comm is not None and not self.comm.closed():
+        if isinstance(self.channel, SocketChannel):
+            self.channel.abort()
+        elif self.comm is not None and not self.comm.closed():
             await self.comm.close()
 
 
@@ -222,6 +317,8 @@ class Transport:
         self._listener: Any = None
         self._peers: dict[str, _Peer] = {}
         self._incoming: set[Comm] = set()
+        self._raw_incoming: set[SocketChannel] = set()
+        self._dirty: list[_Peer] = []  # peers with batches to write at the end of this turn
         self._closing = False
 
     async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
@@ -241,6 +338,22 @@ class Transport:
             peer = self._peers[addr] = _Peer(self, addr)
         peer.send(env, written)
 
+    def _mark_dirty(self, peer: _Peer) -> None:
+        if not self._dirty:
+            asyncio.get_running_loop().call_soon(self.flush)
+        if peer not in self._dirty:
+            self._dirty.append(peer)
+
+    def flush(self) -> None:
+        """Write every batch queued during this turn of the loop (loop only).
+
+        Called by the mailbox when it finished routing a burst of posts, and otherwise by a
+        callback scheduled with the first batch, so batching never waits for a loop turn more.
+        """
+        dirty, self._dirty = self._dirty, []
+        for peer in dirty:
+            peer.write_now()
+
     def _peer_failed(self, peer: _Peer, lost: list[Envelope], err: BaseException) -> None:
         if self._closing:
             return
@@ -252,6 +365,21 @@ class Transport:
         try:
             hello = await comm.read()
             peer_addr = hello["hello"]
+            if hello.get("raw") and _can_take_socket(comm):
+                await comm.write({"ack": True})
+                raw = SocketChannel(
+                    _take_socket(comm),
+                    lambda frames: self._on_batch(peer_addr, decode_batch(frames)),
+                    lambda exc: None,
+                )
+                self._raw_incoming.add(raw)
+                try:
+                    exc = await raw.closed
+                finally:
+                    self._raw_incoming.discard(raw)
+                if not self._closing:
+                    self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
+                return
             channel = _channel(comm)
             while True:
                 self._on_batch(peer_addr, decode_batch(await channel.read()))
@@ -276,7 +404,11 @@ class Transport:
     def forget_peer(self, addr: str) -> None:
         """Drop the outgoing comm to `addr` (after the proc there exited)."""
         peer = self._peers.pop(addr, None)
-        if peer is not None and peer.comm is not None:
+        if peer is None:
+            return
+        if isinstance(peer.channel, SocketChannel):
+            peer.channel.abort()
+        elif peer.comm is not None:
             peer.comm.abort()
 
     async def close(self) -> None:
@@ -288,5 +420,7 @@ class Transport:
                 pass
         for comm in list(self._incoming):
             comm.abort()
+        for raw in list(self._raw_incoming):
+            raw.abort()
         if self._listener is not None:
             self._listener.stop()
