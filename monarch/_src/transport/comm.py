@@ -33,7 +33,6 @@ import asyncio
 import logging
 import pickle
 import socket
-import struct
 from typing import Any, Callable, Sequence
 
 import dask.config
@@ -42,7 +41,7 @@ from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
-from monarch._src.transport.socket_channel import SocketChannel
+from monarch._src.transport.socket_channel import HEAD, SocketChannel, frame_buffers, split_body
 
 from monarch._src.supervision.errors import TransportError
 
@@ -84,10 +83,6 @@ def decode_batch(frames: Sequence[Any]) -> list[Envelope]:
     return pickle.loads(frames[0], buffers=frames[1:])  # type: ignore[no-any-return]
 
 
-# Stream framing: total body length and frame count, then one length per frame, then the frames.
-_HEAD = struct.Struct("<QI")
-
-
 class _StreamChannel:
     """Batches on the tornado stream of a tcp/tls comm, after Dask's handshake."""
 
@@ -96,32 +91,22 @@ class _StreamChannel:
         self.stream = comm.stream  # type: ignore[attr-defined]
 
     async def write(self, frames: list[Any]) -> None:
-        lengths = [memoryview(f).nbytes for f in frames]
-        n = len(frames)
-        head = _HEAD.pack(sum(lengths) + 8 * n, n) + struct.pack(f"<{n}Q", *lengths)
+        bufs = frame_buffers(frames)
         stream = self.stream
-        if lengths[0] + len(head) < 65536 and n == 1:
-            await stream.write(head + frames[0])
+        if len(bufs) <= 3 and sum(b.nbytes for b in bufs) < 65536:
+            await stream.write(b"".join(bufs))
             return
-        stream.write(head)
-        for frame in frames[:-1]:
-            stream.write(frame)
-        await stream.write(frames[-1])
+        for buf in bufs[:-1]:
+            stream.write(buf)
+        await stream.write(bufs[-1])
 
     async def read(self) -> list[Any]:
-        head = bytearray(_HEAD.size)
+        head = bytearray(HEAD.size)
         await self.stream.read_into(head)
-        total, n = _HEAD.unpack(head)
+        total, n = HEAD.unpack(head)
         body = bytearray(total)
         await self.stream.read_into(body)
-        view = memoryview(body)
-        lengths = struct.unpack_from(f"<{n}Q", view)
-        frames = []
-        offset = 8 * n
-        for length in lengths:
-            frames.append(view[offset : offset + length])
-            offset += length
-        return frames
+        return split_body(body, n)
 
 
 class _CommChannel:

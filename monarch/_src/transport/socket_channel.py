@@ -10,8 +10,10 @@ Rejected alternatives: tornado's IOStream (what Dask's comm reads and writes thr
 futures and an epoll re-registration per message; asyncio's transports copy whatever the kernel
 did not take at once, which for a 64 MiB tensor is most of it.
 
-Framing: `<total body length: u64><frame count: u32>`, then one u64 length per frame, then the
-frames.
+Framing: `<total body length: u64><frame count: u32>`, then the body: one u64 length per frame,
+then the frames, each starting at a multiple of `ALIGN` bytes from the body's start. Received
+bodies are fresh `bytearray`s (16-byte aligned), so frames arrive aligned for any dtype and
+tensors can be built on them without a copy.
 """
 
 from __future__ import annotations
@@ -22,20 +24,52 @@ import struct
 from collections import deque
 from typing import Any, Callable
 
-__all__ = ["HEAD", "SocketChannel", "frame_header"]
+__all__ = ["HEAD", "SocketChannel", "frame_buffers", "split_body"]
 
 HEAD = struct.Struct("<QI")
+ALIGN = 64  # frames start at multiples of this many bytes from the body's start
+_PAD = bytes(ALIGN)
 _STAGING = 256 * 1024  # batches up to this size are cut from the staging buffer
 _IOV_MAX = 512  # buffers per sendmsg call (the kernel's limit is 1024)
 
 
-def frame_header(frames: list[Any]) -> tuple[bytes, list[memoryview]]:
-    views = [memoryview(f).cast("B") if memoryview(f).format != "B" else memoryview(f)
-             for f in frames]
+def _padding(offset: int) -> int:
+    return -offset % ALIGN
+
+
+def frame_buffers(frames: list[Any]) -> list[memoryview]:
+    """The buffers to send for one batch: header, frame lengths, then the aligned frames."""
+    views = []
+    for f in frames:
+        view = memoryview(f)
+        views.append(view if view.format == "B" and view.ndim == 1 else view.cast("B"))
     n = len(views)
-    lengths = [v.nbytes for v in views]
-    head = HEAD.pack(sum(lengths) + 8 * n, n) + struct.pack(f"<{n}Q", *lengths)
-    return head, views
+    out: list[memoryview] = [memoryview(b"")]  # the header, filled in below
+    offset = 8 * n
+    lengths = struct.pack(f"<{n}Q", *(v.nbytes for v in views))
+    out.append(memoryview(lengths))
+    for view in views:
+        pad = _padding(offset)
+        if pad:
+            out.append(memoryview(_PAD)[:pad])
+            offset += pad
+        out.append(view)
+        offset += view.nbytes
+    out[0] = memoryview(HEAD.pack(offset, n))
+    return out
+
+
+def split_body(body: bytearray, nframes: int) -> list[memoryview]:
+    """The frames of a received body (views into it)."""
+    view = memoryview(body)
+    lengths = struct.unpack_from(f"<{nframes}Q", view)
+    frames = []
+    offset = 8 * nframes
+    for length in lengths:
+        offset += _padding(offset)
+        frames.append(view[offset : offset + length])
+        offset += length
+    return frames
 
 
 class SocketChannel:
@@ -76,8 +110,7 @@ class SocketChannel:
         `drained()` completes once it was sent."""
         if self.error is not None:
             raise self.error
-        head, views = frame_header(frames)
-        bufs: list[memoryview] = [memoryview(head), *views]
+        bufs = frame_buffers(frames)
         if not self._unsent:
             bufs = self._send(bufs)
             if not bufs:
@@ -183,15 +216,8 @@ class SocketChannel:
         self._start, self._end = 0, pending
 
     def _deliver(self, body: bytearray, nframes: int) -> None:
-        view = memoryview(body)
-        lengths = struct.unpack_from(f"<{nframes}Q", view)
-        frames = []
-        offset = 8 * nframes
-        for length in lengths:
-            frames.append(view[offset : offset + length])
-            offset += length
         if self._on_frames is not None:
-            self._on_frames(frames)
+            self._on_frames(split_body(body, nframes))
 
     # ---- closing ----------------------------------------------------------------------------
     def _close(self, exc: BaseException) -> None:
