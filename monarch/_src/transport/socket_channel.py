@@ -19,6 +19,7 @@ tensors can be built on them without a copy.
 from __future__ import annotations
 
 import asyncio
+import mmap
 import socket
 import struct
 from collections import deque
@@ -31,6 +32,21 @@ ALIGN = 64  # frames start at multiples of this many bytes from the body's start
 _PAD = bytes(ALIGN)
 _STAGING = 256 * 1024  # batches up to this size are cut from the staging buffer
 _IOV_MAX = 512  # buffers per sendmsg call (the kernel's limit is 1024)
+
+
+def _allocate(size: int) -> Any:
+    """A writable buffer for a large body, its pages faulted in up front (MAP_POPULATE): one
+    kernel call instead of a page fault per 4 KiB while the bytes arrive."""
+    if size >= _POPULATE_FROM and _MAP_POPULATE:
+        try:
+            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_POPULATE)
+        except OSError:
+            pass
+    return bytearray(size)
+
+
+_POPULATE_FROM = 1 << 20
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 def _padding(offset: int) -> int:
@@ -201,7 +217,7 @@ class SocketChannel:
                 continue
             if HEAD.size + total > len(buf):
                 # Too large for staging: read the rest straight into its own buffer.
-                body = bytearray(total)
+                body = _allocate(total)
                 have = self._end - begin
                 body[:have] = self._view[begin : self._end]
                 self._body, self._body_pos, self._body_frames = body, have, nframes
