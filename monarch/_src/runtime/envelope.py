@@ -14,6 +14,7 @@ from __future__ import annotations
 import pickle
 from typing import Any
 
+from monarch._src.config import get as config_get
 from monarch._src.transport import serialization
 
 __all__ = [
@@ -41,8 +42,18 @@ Payload = tuple[bytes, list[Any]]
 
 
 def encode(obj: Any) -> Payload:
-    """Serialize `obj` for an envelope; raises the pickling error at the call site."""
+    """Serialize `obj` for an envelope; raises the pickling error at the call site, and
+    `ValueError` for a message over `codec_max_frame_length` (no receiver would accept it)."""
     data, buffers = serialization.dumps(obj)
+    if buffers:
+        size = serialization.frames_nbytes(data, buffers)
+        limit = config_get("codec_max_frame_length")
+        if size > limit:
+            raise ValueError(
+                f"A message of {size} bytes is over codec_max_frame_length ({limit} bytes). "
+                "Send it in parts, or raise the limit with "
+                "monarch.configure(codec_max_frame_length=...)."
+            )
     return data, [b if isinstance(b, pickle.PickleBuffer) else pickle.PickleBuffer(b) for b in buffers]
 
 

@@ -41,7 +41,14 @@ from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
-from monarch._src.transport.socket_channel import HEAD, SocketChannel, frame_buffers, split_body
+from monarch._src.transport.socket_channel import (
+    HEAD,
+    SocketChannel,
+    _frame_limit,
+    check_header,
+    frame_buffers,
+    split_body,
+)
 
 from monarch._src.supervision.errors import TransportError
 
@@ -104,6 +111,7 @@ class _StreamChannel:
         head = bytearray(HEAD.size)
         await self.stream.read_into(head)
         total, n = HEAD.unpack(head)
+        check_header(total, n, _frame_limit())
         body = bytearray(total)
         await self.stream.read_into(body)
         return split_body(body, n)

@@ -19,13 +19,16 @@ tensors can be built on them without a copy.
 from __future__ import annotations
 
 import asyncio
+import logging
 import mmap
 import socket
 import struct
 from collections import deque
 from typing import Any, Callable
 
-__all__ = ["HEAD", "SocketChannel", "frame_buffers", "split_body"]
+__all__ = ["HEAD", "ProtocolError", "SocketChannel", "check_header", "frame_buffers", "split_body"]
+
+logger = logging.getLogger(__name__)
 
 HEAD = struct.Struct("<QI")
 ALIGN = 64  # frames start at multiples of this many bytes from the body's start
@@ -75,17 +78,41 @@ def frame_buffers(frames: list[Any]) -> list[memoryview]:
     return out
 
 
-def split_body(body: bytearray, nframes: int) -> list[memoryview]:
-    """The frames of a received body (views into it)."""
+class ProtocolError(ValueError):
+    """Bytes on a connection that are not a well-formed batch."""
+
+
+def check_header(total: int, nframes: int, limit: int) -> None:
+    """Reject a batch header before anything is allocated for it."""
+    if nframes < 1 or 8 * nframes > total:
+        raise ProtocolError(f"malformed batch header ({nframes} frames in {total} bytes)")
+    if total > limit:
+        raise ProtocolError(
+            f"a batch of {total} bytes is over codec_max_frame_length ({limit} bytes)"
+        )
+
+
+def split_body(body: Any, nframes: int) -> list[memoryview]:
+    """The frames of a received body (views into it); ProtocolError if they do not fit."""
     view = memoryview(body)
     lengths = struct.unpack_from(f"<{nframes}Q", view)
     frames = []
     offset = 8 * nframes
     for length in lengths:
         offset += _padding(offset)
+        if offset + length > view.nbytes:
+            raise ProtocolError("the frame lengths of a batch exceed its size")
         frames.append(view[offset : offset + length])
         offset += length
+    if offset != view.nbytes:
+        raise ProtocolError("the frame lengths of a batch do not add up to its size")
     return frames
+
+
+def _frame_limit() -> int:
+    from monarch._src.config import get
+
+    return int(get("codec_max_frame_length"))
 
 
 class SocketChannel:
@@ -202,11 +229,16 @@ class SocketChannel:
             return
         except OSError as exc:
             self._close(exc)
+        except Exception as exc:  # garbage on the wire, or a batch its receiver rejected
+            logger.warning("monarch: closing a connection that sent a bad batch: %s", exc)
+            self._close(exc)
 
     def _parse(self) -> None:
         buf = self._buf
+        limit = _frame_limit()
         while self._end - self._start >= HEAD.size:
             total, nframes = HEAD.unpack_from(buf, self._start)
+            check_header(total, nframes, limit)
             begin = self._start + HEAD.size
             if self._end - begin >= total:
                 body = bytearray(self._view[begin : begin + total])
