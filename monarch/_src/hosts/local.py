@@ -26,7 +26,7 @@ from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
-from monarch._src.runtime.ports import OncePort
+from monarch._src.runtime.ports import OncePort, _Entry
 from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
@@ -51,6 +51,8 @@ class LocalHostAgent:
         self._tables: list[ProcTable] = []  # tables not yet stopped
         self._closed = False
         self._by_addr: dict[str, int] = {}  # address -> pid, for procs that are up
+        self._seen: dict[str, float] = {}  # address -> loop time of the last heartbeat answer
+        self._heartbeat: asyncio.Task[None] | None = None  # pings live procs, once started
         rt.mailbox.control["proc_ready"] = self._proc_ready
         rt.mailbox.lost_delegate = self._connection_lost
         rt.shutdown_hooks.append(self.close)
@@ -115,6 +117,7 @@ class LocalHostAgent:
             self._tables.append(table)
             self._ensure_zygote()
             self._send({"spawn": [{**common, "proc_id": p} for p in proc_ids]})
+        self.rt.call_soon(self._start_heartbeats)
         return table
 
     def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
@@ -156,22 +159,60 @@ class LocalHostAgent:
         key = table.keys[rank]
         with self._lock:
             self._by_addr.pop(key, None)
+        self._seen.pop(key, None)
         if table.stopped is not None:
-            err = SupervisionError(_STOPPED_REPORT)
-        else:
-            report = f"the process this actor was running on failed: {status}"
-            table.fail(rank, report)
-            err = SupervisionError(report)
-            # Each actor mesh with an actor on that proc is a failed mesh; its owner is told.
-            # With no actor there, the proc mesh's owner is told about the proc mesh.
-            told = False
-            for name, creator_key, ranks in table.actor_meshes:
-                if rank in ranks:
-                    self._supervise(creator_key, name, ranks.index(rank), report)
-                    told = True
-            if not told:
-                self._supervise(table.owner_key, table.name, rank, report)
-        self.rt.mailbox.mark_dead(key, err)
+            self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+        elif rank not in table.failed:  # (a proc killed for missing heartbeats already was)
+            self._proc_failed(table, rank, f"the process this actor was running on failed: {status}")
+
+    def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
+        """Rank `rank` of `table` failed: record it, tell the owners, fail what waits on it."""
+        table.fail(rank, report)
+        # Each actor mesh with an actor on that proc is a failed mesh; its owner is told.
+        # With no actor there, the proc mesh's owner is told about the proc mesh.
+        told = False
+        for name, creator_key, ranks in table.actor_meshes:
+            if rank in ranks:
+                self._supervise(creator_key, name, ranks.index(rank), report)
+                told = True
+        if not told:
+            self._supervise(table.owner_key, table.name, rank, report)
+        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+
+    # ---- heartbeats -------------------------------------------------------------------------
+    def _start_heartbeats(self) -> None:
+        if self._heartbeat is None and not self._closed:
+            self._heartbeat = self.rt.loop.create_task(self._heartbeats())
+
+    async def _heartbeats(self) -> None:
+        """Ping every live proc each `heartbeat_interval`; a proc that has not answered for
+        `heartbeat_timeout` is hung (stopped, deadlocked, swapped out): it fails and is killed.
+        Exits are seen at once by the child watch; this catches the procs that do not exit."""
+        loop = self.rt.loop
+        mailbox = self.rt.mailbox
+        while not self._closed:
+            await asyncio.sleep(duration_seconds("heartbeat_interval"))
+            timeout = duration_seconds("heartbeat_timeout")
+            now = loop.time()
+            for table in list(self._tables):
+                if table.stopped is not None:
+                    continue
+                for rank, key in enumerate(table.keys):
+                    if key.startswith(PENDING_PREFIX) or rank in table.failed:
+                        continue
+                    seen = self._seen.setdefault(key, now)
+                    if now - seen > timeout:
+                        pid = table.pids[rank]
+                        self._proc_failed(
+                            table, rank,
+                            f"the process this actor was running on is unresponsive: no "
+                            f"heartbeat for {now - seen:.1f}s (heartbeat_timeout {timeout:g}s)",
+                        )
+                        if pid is not None:
+                            self._kill([pid])
+                        continue
+                    port = mailbox.open_port(_Heartbeat(self._seen, key, loop))
+                    mailbox.post(key, (CONTROL, "ping", (), port))
 
     def _supervise(self, owner_key: str | None, mesh_name: str, rank: int, report: str) -> None:
         self.rt.mailbox.post(
@@ -241,12 +282,31 @@ class LocalHostAgent:
         with self._lock:
             self._closed = True
             zygote = self._zygote
+        if self._heartbeat is not None:
+            self.rt.loop.call_soon_threadsafe(self._heartbeat.cancel)
         if zygote.stdin is not None:
             zygote.stdin.close()
         try:
             zygote.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             zygote.kill()
+
+
+class _Heartbeat(_Entry):
+    """The answer to one ping: records when the proc was last heard from."""
+
+    def __init__(self, seen: dict[str, float], key: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.seen = seen
+        self.key = key
+        self.loop = loop
+
+    def deliver(self, payload: Any, rank: int | None, status: int) -> None:
+        self.closed = True
+        if self.key in self.seen:
+            self.seen[self.key] = self.loop.time()
+
+    def fail(self, exc: BaseException) -> None:
+        self.closed = True
 
 
 def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:

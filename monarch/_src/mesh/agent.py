@@ -76,7 +76,11 @@ def install_agent(rt: Runtime) -> None:
             lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
         )
 
+    def ping(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        mailbox.reply(reply, None)
+
     mailbox.control.update(
+        ping=ping,
         spawn=spawn,
         actor_ready=actor_ready,
         stop_actor=stop_actor,
