@@ -39,7 +39,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mailbox = Mailbox(loop)
-    addr = loop.run_until_complete(mailbox.start(spec.get("listen", "tcp://127.0.0.1:0")))
+    addr = loop.run_until_complete(mailbox.start(spec.get("listen")))
     rt = install_proc_runtime(loop, mailbox, spec["proc_id"])
     rt.root_address = spec["root"]
     controller = spec["controller"]

@@ -105,7 +105,7 @@ class Mailbox:
         self.lost_delegate: Callable[[str, BaseException], bool] | None = None
         self.loop_thread: threading.Thread | None = None  # set by the runtime that runs `loop`
 
-    async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
+    async def start(self, address: str | None = None) -> str:
         self.address = await self.transport.start(address)
         return self.address
 

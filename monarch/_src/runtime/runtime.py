@@ -104,14 +104,14 @@ def _start_controller_runtime() -> None:
     atexit.register(_atexit_shutdown)
 
 
-def _listen_address() -> str:
+def _listen_address() -> str | None:
+    """An explicit `default_transport` address, else None: the transport picks tcp or tls."""
     from monarch._src.config import get as config_get  # config is stdlib-only and cheap
 
     transport = config_get("default_transport")
-    text = transport if isinstance(transport, str) else getattr(transport, "name", "")
-    if isinstance(text, str) and "://" in text:
-        return text
-    return "tcp://127.0.0.1:0"
+    if isinstance(transport, str) and "://" in transport:
+        return transport
+    return None
 
 
 def install_proc_runtime(loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str) -> Runtime:

@@ -41,6 +41,7 @@ from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
+from monarch._src.transport.tls import listen_scheme, tls_args
 from monarch._src.transport.socket_channel import (
     HEAD,
     SocketChannel,
@@ -305,7 +306,10 @@ class Transport:
     ) -> None:
         self._on_batch = on_batch
         self._on_lost = on_lost
-        self.conn_args = conn_args or {}
+        # Without explicit arguments, TLS follows the configuration (see tls.py).
+        secure = tls_args() if conn_args is None else None
+        self.conn_args = conn_args if conn_args is not None else (secure[0] if secure else {})
+        self.listen_args = secure[1] if secure else dict(self.conn_args)
         self.address = ""  # the bound listen address, once started
         self._listener: Any = None
         self._peers: dict[str, _Peer] = {}
@@ -314,9 +318,12 @@ class Transport:
         self._dirty: list[_Peer] = []  # peers with batches to write at the end of this turn
         self._closing = False
 
-    async def start(self, address: str = "tcp://127.0.0.1:0") -> str:
+    async def start(self, address: str | None = None) -> str:
+        """Listen on `address` (default: loopback, tcp or tls as configured)."""
         dask.config.set({"distributed.comm.compression": None})
-        self._listener = listen(address, self._handle_comm, deserialize=False, **self.conn_args)
+        if address is None:
+            address = f"{listen_scheme()}://127.0.0.1:0"
+        self._listener = listen(address, self._handle_comm, deserialize=False, **self.listen_args)
         await self._listener.start()
         self.address = self._listener.contact_address
         return self.address

@@ -1,0 +1,43 @@
+"""Mutual TLS for every connection, through Dask's `Security`, switched on by configuration.
+
+With `enable_tls` set, every proc listens on `tls://` and both ends of every connection present
+a certificate signed by the configured CA (`tls_ca_file`, `tls_cert_file`, `tls_key_file`);
+Dask's `Security` builds the SSL contexts (CERT_REQUIRED both ways). A peer without such a
+certificate fails the handshake: the connection is refused and Dask logs it, and nothing it sent
+reaches a mailbox. The configuration travels to procs with the rest of the runtime settings.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed.security import Security
+
+from monarch._src.config import get as config_get
+
+__all__ = ["listen_scheme", "tls_args"]
+
+
+def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """(connection args, listen args) for `distributed.comm`, or None without TLS."""
+    if not config_get("enable_tls"):
+        return None
+    ca, cert, key = (config_get(k) for k in ("tls_ca_file", "tls_cert_file", "tls_key_file"))
+    missing = [name for name, value in
+               (("tls_ca_file", ca), ("tls_cert_file", cert), ("tls_key_file", key)) if not value]
+    if missing:
+        raise ValueError(
+            f"enable_tls is set but {', '.join(missing)} is not: configure the CA, the "
+            "certificate and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
+        )
+    security = Security(
+        require_encryption=True,
+        tls_ca_file=ca,
+        tls_worker_cert=cert,
+        tls_worker_key=key,
+    )
+    return security.get_connection_args("worker"), security.get_listen_args("worker")
+
+
+def listen_scheme() -> str:
+    return "tls" if config_get("enable_tls") else "tcp"
