@@ -51,7 +51,8 @@ class LocalHostAgent:
         self._tables: list[ProcTable] = []  # tables not yet stopped
         self._closed = False
         self._by_addr: dict[str, int] = {}  # address -> pid, for procs that are up
-        self._seen: dict[str, float] = {}  # address -> loop time of the last heartbeat answer
+        # address -> loop time of its oldest unanswered ping
+        self._unanswered: dict[str, float] = {}
         self._heartbeat: asyncio.Task[None] | None = None  # pings live procs, once started
         rt.mailbox.control["proc_ready"] = self._proc_ready
         rt.mailbox.lost_delegate = self._connection_lost
@@ -159,7 +160,7 @@ class LocalHostAgent:
         key = table.keys[rank]
         with self._lock:
             self._by_addr.pop(key, None)
-        self._seen.pop(key, None)
+        self._unanswered.pop(key, None)
         if table.stopped is not None:
             self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
         elif rank not in table.failed:  # (a proc killed for missing heartbeats already was)
@@ -200,18 +201,21 @@ class LocalHostAgent:
                 for rank, key in enumerate(table.keys):
                     if key.startswith(PENDING_PREFIX) or rank in table.failed:
                         continue
-                    seen = self._seen.setdefault(key, now)
-                    if now - seen > timeout:
+                    # The oldest ping this proc has not answered yet, if any.
+                    asked = self._unanswered.get(key)
+                    if asked is not None and now - asked > timeout:
                         pid = table.pids[rank]
                         self._proc_failed(
                             table, rank,
                             f"the process this actor was running on is unresponsive: no "
-                            f"heartbeat for {now - seen:.1f}s (heartbeat_timeout {timeout:g}s)",
+                            f"heartbeat for {now - asked:.1f}s (heartbeat_timeout {timeout:g}s)",
                         )
                         if pid is not None:
                             self._kill([pid])
                         continue
-                    port = mailbox.open_port(_Heartbeat(self._seen, key, loop))
+                    if asked is None:
+                        self._unanswered[key] = now
+                    port = mailbox.open_port(_Heartbeat(self._unanswered, key))
                     mailbox.post(key, (CONTROL, "ping", (), port))
 
     def _supervise(self, owner_key: str | None, mesh_name: str, rank: int, report: str) -> None:
@@ -293,17 +297,15 @@ class LocalHostAgent:
 
 
 class _Heartbeat(_Entry):
-    """The answer to one ping: records when the proc was last heard from."""
+    """The answer to one ping: the proc is alive, no ping of it is unanswered any more."""
 
-    def __init__(self, seen: dict[str, float], key: str, loop: asyncio.AbstractEventLoop) -> None:
-        self.seen = seen
+    def __init__(self, unanswered: dict[str, float], key: str) -> None:
+        self.unanswered = unanswered
         self.key = key
-        self.loop = loop
 
     def deliver(self, payload: Any, rank: int | None, status: int) -> None:
         self.closed = True
-        if self.key in self.seen:
-            self.seen[self.key] = self.loop.time()
+        self.unanswered.pop(self.key, None)
 
     def fail(self, exc: BaseException) -> None:
         self.closed = True
