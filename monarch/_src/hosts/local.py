@@ -145,10 +145,20 @@ class LocalHostAgent:
             watched = pid is not None and pid in self._by_pid
         if not watched:
             return False
-        # The exit report follows within milliseconds; if the process is still alive after a
-        # second, the connection itself failed.
-        self.rt.loop.call_later(1.0, self.rt.mailbox.mark_dead, addr, err)
+        assert pid is not None
+        self.rt.loop.call_later(0.5, self._confirm_lost, addr, err, pid)
         return True
+
+    def _confirm_lost(self, addr: str, err: BaseException, pid: int) -> None:
+        """Half a second after a connection broke: a process that is still running (not
+        exiting) means the connection itself failed; one that is exiting or gone will be
+        reported by the child watch, with its exit status, so wait for that (loop)."""
+        if self.rt.mailbox.is_dead(addr):
+            return
+        if _process_running(pid):
+            self.rt.mailbox.mark_dead(addr, err)
+        else:
+            self.rt.loop.call_later(0.5, self._confirm_lost, addr, err, pid)
 
     def _proc_exited(self, pid: int, status: str) -> None:
         """The child watch saw `pid` end (runtime loop)."""
@@ -294,6 +304,16 @@ class LocalHostAgent:
             zygote.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             zygote.kill()
+
+
+def _process_running(pid: int) -> bool:
+    """True if `pid` exists and is neither a zombie nor exiting (Linux /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X", b"x")
 
 
 class _Heartbeat(_Entry):

@@ -111,9 +111,17 @@ class HostedActor:
         """After the thread ended: a tombstone answers later calls; queued ones are rejected."""
         tomb = _Tombstone(self.mailbox, self.failure or _stopped_error(self._display))
         self.mailbox.actors[self.info.actor_key] = tomb
+        # What arrived after the thread's last message is answered here: calls fail, a stop
+        # request is acknowledged (the actor is stopped), a readiness query gets the error.
         for env in list(self.thread._queue):
-            if isinstance(env, tuple) and env and env[0] == CALL:
+            if not isinstance(env, tuple) or not env:
+                continue
+            if env[0] == CALL:
                 tomb.enqueue(env)
+            elif env[0] == _STOP and env[2] is not None:
+                self.mailbox.reply(env[2], None, self.info.rank)
+            elif env[0] == _READY:
+                self.mailbox.reply_error(env[1], tomb.error, env[2])
 
     # ---- actor thread side --------------------------------------------------------------
     def _handle(self, msg: Any) -> Any:
@@ -295,6 +303,14 @@ class HostedActor:
             (CONTROL, "supervise", (creator.actor_key, self.info.name, self.info.actor_key,
                                     self.info.rank, report), None),
         )
+        # A mesh cannot outlive its owner: what this actor owns stops, newest first. The stops
+        # run in the background; this actor's thread goes on answering calls with the failure.
+        if self.instance is not None:
+            for mesh in reversed(self.instance.owned_meshes):
+                try:
+                    mesh._stop_owned(f"its owner {self._display} failed")
+                except Exception:  # already stopped, or its host is gone
+                    logger.debug("monarch: could not stop a mesh owned by %s", self._display)
         return self.failure
 
     def abort(self, reason: str) -> None:

@@ -296,6 +296,9 @@ class Mailbox:
         for env in lost:
             self._undeliverable(peer, env, self._dead[peer])
 
+    def is_dead(self, peer: str) -> bool:
+        return peer in self._dead
+
     def mark_dead(self, peer: str, err: BaseException) -> None:
         """`peer` is gone: fail what waits on it, and later sends to it at once (loop)."""
         if peer in self._dead:
