@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ def test_fault_tolerant_workers_replace_a_killed_worker() -> None:
     out = _run("fault_tolerant_workers.py")
     lines = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
     assert lines["squares"] == lines["after the kill, squares"] == "[0, 1, 4, 9, 16, 25]"
-    before, after = eval(lines["worker pids"]), eval(lines["worker pids now"])
+    before = ast.literal_eval(lines["worker pids"])
+    after = ast.literal_eval(lines["worker pids now"])
     assert before[0] == after[0] and before[2] == after[2]
     assert before[1] != after[1]
