@@ -23,6 +23,7 @@ from monarch._src.hosts.prestart import start_zygote, take_prestarted
 from monarch._src.hosts.zygote import read_message, write_message
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
+from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
@@ -182,12 +183,12 @@ class LocalHostAgent:
         # Each actor mesh with an actor on that proc is a failed mesh; its owner is told.
         # With no actor there, the proc mesh's owner is told about the proc mesh.
         told = False
-        for name, creator_key, ranks in table.actor_meshes:
+        for mesh_key, name, creator_key, ranks in table.actor_meshes:
             if rank in ranks:
-                self._supervise(creator_key, name, ranks.index(rank), report)
+                self._supervise(creator_key, name, mesh_key, ranks.index(rank), report)
                 told = True
         if not told:
-            self._supervise(table.owner_key, table.name, rank, report)
+            self._supervise(table.owner_key, table.name, table.mesh_key, rank, report)
         self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
 
     # ---- heartbeats -------------------------------------------------------------------------
@@ -228,16 +229,22 @@ class LocalHostAgent:
                     port = mailbox.open_port(_Heartbeat(self._unanswered, key))
                     mailbox.post(key, (CONTROL, "ping", (), port))
 
-    def _supervise(self, owner_key: str | None, mesh_name: str, rank: int, report: str) -> None:
+    def _supervise(
+        self, owner_key: str | None, mesh_name: str, mesh_key: str, rank: int, report: str
+    ) -> None:
         self.rt.mailbox.post(
             self.rt.address,
-            (CONTROL, "supervise", (owner_key, mesh_name, None, rank, report), None),
+            (CONTROL, "supervise", (owner_key, mesh_name, mesh_key, rank, report), None),
         )
 
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         if table.stopped is None:
             table.stopped = reason
+            # Stopped is not failed: procs exiting from here on are no one's fault.
+            tree.stopping(table.mesh_key)
+            for mesh_key, *_ in table.actor_meshes:
+                tree.stopping(mesh_key)
         return self.rt.submit(self._stop(table, reason))
 
     async def _stop(self, table: ProcTable, reason: str) -> None:

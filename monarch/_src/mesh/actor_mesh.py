@@ -17,6 +17,7 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Shape
+from monarch._src.mesh.ownership import tree
 from monarch._src.supervision.errors import SupervisionError
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         proc_mesh: ProcMesh,
         shape: Shape,
         owned: bool,
+        spawned_ranks: list[int] | None = None,
     ) -> ActorMesh[Any]:
         mesh = object.__new__(cls)
         mesh._class = actor_class
@@ -57,6 +59,8 @@ class ActorMesh(MeshTrait, Generic[T]):
         mesh._endpoints = endpoints_of(actor_class)
         mesh._cache: dict[str, Any] = {}  # name -> Endpoint, built on first access
         mesh._plan: Any = None  # (global ranks, labels, sizes) of a cast, built on first use
+        mesh._spawned_ranks = shape.ranks() if spawned_ranks is None else spawned_ranks
+        mesh._local: dict[int, int] | None = None  # built from _spawned_ranks on first use
         return mesh
 
     # ---- mesh protocol --------------------------------------------------------------------
@@ -66,7 +70,8 @@ class ActorMesh(MeshTrait, Generic[T]):
 
     def _new_with_shape(self, shape: Shape) -> ActorMesh[T]:
         sliced = ActorMesh._create(
-            self._class, self._name, self._key, self._proc_mesh, shape, owned=False
+            self._class, self._name, self._key, self._proc_mesh, shape, owned=False,
+            spawned_ranks=self._spawned_ranks,
         )
         sliced._stopped = self._stopped
         return sliced  # type: ignore[return-value]
@@ -79,10 +84,35 @@ class ActorMesh(MeshTrait, Generic[T]):
             plan = self._plan = (shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes))
         return plan  # type: ignore[no-any-return]
 
+    def _local_ranks(self) -> dict[int, int]:
+        """Global proc rank -> rank within the mesh as spawned (the tree's ranks)."""
+        local = self._local
+        if local is None:
+            local = self._local = {g: i for i, g in enumerate(self._spawned_ranks)}
+        return local
+
     def _proc_keys(self) -> list[str]:
         return self._proc_mesh._table.keys
 
     def _check_usable(self, endpoint: str) -> None:
+        # Meshes spawned in this process (and their slices): a stopped mesh or a failed rank
+        # fails the call at once, before anything is sent. References elsewhere learn it from
+        # the callee.
+        status = tree.status(self._key)
+        if status is not None:
+            stopped, failed = status
+            if stopped and self._stopped is None:
+                self._stopped = "stopped by its owner"
+            if failed:
+                local = self._local_ranks()
+                for rank in self._cast_plan()[0]:
+                    report = failed.get(local[rank])
+                    if report is not None:
+                        raise SupervisionError(
+                            f"failure on mesh {self._name} at rank {local[rank]} with event: "
+                            f"{report}",
+                            f"{self._name}.{endpoint}",
+                        )
         if self._stopped is not None:
             raise SupervisionError(
                 f"actor mesh {self._name} has status: stopped ({self._stopped}); "
@@ -149,6 +179,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             done.set_result(None)
             return done
         self._stopped = reason
+        tree.stopping(self._key)
         procs = self._proc_keys()
         targets = [procs[r] for r in self._shape.ranks()]
         entry = CountPort(len(targets))

@@ -14,6 +14,7 @@ import threading
 from typing import Any
 
 from monarch._src.mesh.hosted import _READY, _STOP, _SUPERVISE, HostedActor, SpawnInfo
+from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime import runtime as _runtime_module
@@ -54,7 +55,13 @@ def install_agent(rt: Runtime) -> None:
             mailbox.reply(reply, None, 0)
 
     def supervise(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        owner_key, mesh_name, actor_key, rank, report = args
+        owner_key, mesh_name, mesh_key, rank, report = args
+        if mesh_key is not None and tree.knows(mesh_key):
+            # The tree delivers each failed rank once, and nothing about a stopped mesh.
+            delivery = tree.rank_failed(mesh_key, rank, report)
+            if delivery is None:
+                return
+            owner_key = None if delivery.owner == ROOT else delivery.owner
         failure = MeshFailure(mesh_name, [rank], report)
         if owner_key is None:
             _root_fault(failure)

@@ -11,6 +11,7 @@ import concurrent.futures
 import math
 from typing import Any, Callable, Protocol
 
+from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable
 from monarch._src.runtime.future import Future
 from monarch._src.shape import MeshTrait, Shape, Slice
@@ -105,6 +106,8 @@ class HostMesh(MeshTrait):
         table.owner_key = owner.actor_key
         pm = ProcMesh._create(table, shape, host=self, name=table.name, owned=True)
         owner.owned_meshes.append(pm)
+        table.mesh_key = pm._id
+        tree.add(pm._id, table.name, owner_key(owner.actor_key), len(shape), actors=False)
         return pm
 
     @property

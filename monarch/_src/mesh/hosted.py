@@ -18,6 +18,7 @@ from typing import Any
 from monarch._src.config import duration_seconds
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
+from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.envelope import CALL, CONTROL, decode
@@ -305,13 +306,19 @@ class HostedActor:
         )
         # A mesh cannot outlive its owner: what this actor owns stops, newest first. The stops
         # run in the background; this actor's thread goes on answering calls with the failure.
-        if self.instance is not None:
-            for mesh in reversed(self.instance.owned_meshes):
-                try:
-                    mesh._stop_owned(f"its owner {self._display} failed")
-                except Exception:  # already stopped, or its host is gone
-                    logger.debug("monarch: could not stop a mesh owned by %s", self._display)
+        for mesh in self._owned_still_running():
+            try:
+                mesh._stop_owned(f"its owner {self._display} failed")
+            except Exception:  # its host is gone
+                logger.debug("monarch: could not stop a mesh owned by %s", self._display)
         return self.failure
+
+    def _owned_still_running(self) -> list[Any]:
+        """The meshes this actor owns that still run, newest first (the ownership tree)."""
+        if self.instance is None:
+            return []
+        by_key = {getattr(m, "_key", None) or m._id: m for m in self.instance.owned_meshes}
+        return [by_key[k] for k in tree.owner_failed(self.info.actor_key) if k in by_key]
 
     def abort(self, reason: str) -> None:
         self._fail(f"The actor {self._display} and all its descendants have failed:\n"
@@ -362,12 +369,11 @@ class HostedActor:
         if self._tasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
         error: BaseException | None = None
-        if self.instance is not None:
-            for mesh in reversed(self.instance.owned_meshes):
-                try:
-                    await asyncio.wrap_future(mesh._stop_owned(reason))
-                except Exception as exc:  # an owned mesh that fails to stop is reported below
-                    error = exc
+        for mesh in self._owned_still_running():
+            try:
+                await asyncio.wrap_future(mesh._stop_owned(reason))
+            except Exception as exc:  # an owned mesh that fails to stop is reported below
+                error = exc
         cleanup = getattr(self.obj, "__cleanup__", None) if self.failure is None else None
         if cleanup is not None:
             try:

@@ -17,6 +17,7 @@ from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
 from monarch._src.mesh.hosted import SpawnInfo
+from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.runtime.envelope import CONTROL, copy_payload, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
@@ -46,9 +47,10 @@ class ProcTable:
         self.failed: dict[int, str] = {}  # rank -> report, for procs that died
         self.name = "anon"  # the proc mesh's name, for failure reports
         self.owner_key: str | None = None  # actor key of the owner; None for the root client
+        self.mesh_key = ""  # the proc mesh's key in the ownership tree
         # Actor meshes spawned on these procs from this process, for failure reports:
-        # (mesh name, creator's actor key or None, global proc ranks in mesh order).
-        self.actor_meshes: list[tuple[str, str | None, list[int]]] = []
+        # (mesh key, mesh name, creator's actor key or None, global proc ranks in mesh order).
+        self.actor_meshes: list[tuple[str, str, str | None, list[int]]] = []
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -162,7 +164,8 @@ class ProcMesh(MeshTrait):
             rt.mailbox.post(keys[rank], (CONTROL, "spawn", (info, payload), None))
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
         me.owned_meshes.append(mesh)
-        self._table.actor_meshes.append((name, me.actor_key, shape.ranks()))
+        tree.add(key, name, owner_key(me.actor_key), len(shape), actors=True)
+        self._table.actor_meshes.append((key, name, me.actor_key, shape.ranks()))
         return mesh  # type: ignore[return-value]
 
     # ---- lifecycle --------------------------------------------------------------------------
