@@ -13,7 +13,15 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.mesh.hosted import _READY, _STOP, _SUPERVISE, HostedActor, SpawnInfo
+from monarch._src.mesh.hosted import (
+    _READY,
+    _STOP,
+    _SUPERVISE,
+    _UNDELIVERABLE,
+    HostedActor,
+    SpawnInfo,
+    UndeliverableMessage,
+)
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
 from monarch._src.runtime.mailbox import Mailbox
@@ -86,6 +94,16 @@ def install_agent(rt: Runtime) -> None:
     def ping(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         mailbox.reply(reply, None)
 
+    def undeliverable(env: tuple[Any, ...], err: BaseException) -> None:
+        message = UndeliverableMessage(env[1], env[2], env[5][0], str(err))
+        sender = env[6] if len(env) > 6 else None
+        actor = mailbox.actors.get(sender) if sender is not None else None
+        if isinstance(actor, HostedActor):
+            actor.thread.enqueue((_UNDELIVERABLE, message))
+        elif sender is None:
+            _root_fault(MeshFailure(env[1], [env[5][0]], f"RootClientActor: {message}"))
+
+    mailbox.on_undeliverable = undeliverable
     mailbox.control.update(
         ping=ping,
         spawn=spawn,

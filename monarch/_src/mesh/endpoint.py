@@ -13,6 +13,7 @@ import random
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
+from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import CALL, encode
 from monarch._src.runtime.future import Future
@@ -97,9 +98,13 @@ class Endpoint(Generic[R]):
         procs = mesh._proc_keys()
         key = mesh._key
         name = self._name
+        sender = None if reply is not None else current_instance().actor_key
         get_runtime().mailbox.post_all(
             [
-                (procs[global_ranks[local]], (CALL, key, name, payload, reply, (local, labels, sizes)))
+                (
+                    procs[global_ranks[local]],
+                    (CALL, key, name, payload, reply, (local, labels, sizes), sender),
+                )
                 for local in (range(len(global_ranks)) if ranks is None else ranks)
             ],
             payload,

@@ -34,6 +34,26 @@ _INIT = "init"
 _STOP = "stop"
 _SUPERVISE = "supervise"
 _READY = "ready"
+_UNDELIVERABLE = "undeliverable"
+
+
+class UndeliverableMessage:
+    """What `Actor._handle_undeliverable_message` receives: a message this actor sent with no
+    reply port, which could not be delivered."""
+
+    __slots__ = ("dest", "method", "rank", "error")
+
+    def __init__(self, dest: str, method: str, rank: int, error: str) -> None:
+        self.dest = dest  # the key of the actor mesh it was sent to
+        self.method = method  # the endpoint it was meant for
+        self.rank = rank  # the rank within the cast
+        self.error = error  # why it could not be delivered
+
+    def __str__(self) -> str:
+        return (f"a message to {self.dest}.{self.method} (rank {self.rank}) could not be "
+                f"delivered: {self.error}")
+
+    __repr__ = __str__
 
 _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 
@@ -138,6 +158,8 @@ class HostedActor:
             return self._stop(msg[1], msg[2])
         if kind == _SUPERVISE:
             return self._supervise(msg[1])
+        if kind == _UNDELIVERABLE:
+            return self._undeliverable(msg[1])
         if kind == _READY:
             if self.failure is not None:
                 self.mailbox.reply_error(msg[1], self.failure, msg[2])
@@ -184,7 +206,7 @@ class HostedActor:
             self._fail(_init_report(self._display, exc), exc)
 
     def _call(self, env: tuple[Any, ...]) -> Any:
-        _, _, method, payload, reply, cast = env
+        method, payload, reply, cast = env[2], env[3], env[4], env[5]
         rank = Point(cast[0], extent_of(cast[1], cast[2]))
         set_message_rank(rank)
         try:
@@ -319,6 +341,22 @@ class HostedActor:
             return []
         by_key = {getattr(m, "_key", None) or m._id: m for m in self.instance.owned_meshes}
         return [by_key[k] for k in tree.owner_failed(self.info.actor_key) if k in by_key]
+
+    def _undeliverable(self, message: UndeliverableMessage) -> None:
+        """A message this actor sent bounced: the actor may swallow it, else it fails."""
+        if self.failure is not None or self.obj is None:
+            return
+        try:
+            handled = _call_hiding_loop(
+                self.thread.loop, self.obj._handle_undeliverable_message, message
+            )
+        except Exception as exc:
+            self._fail(f"The actor {self._display} and all its descendants have failed:\n"
+                       f"    {message}; handling it raised {type(exc).__name__}: {exc}", exc)
+            return
+        if not handled:
+            self._fail(f"The actor {self._display} and all its descendants have failed:\n"
+                       f"    undeliverable message: {message}", None)
 
     def abort(self, reason: str) -> None:
         self._fail(f"The actor {self._display} and all its descendants have failed:\n"

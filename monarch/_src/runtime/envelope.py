@@ -26,7 +26,9 @@ __all__ = [
     "encode",
 ]
 
-# (CALL, actor_key, method, payload, reply: PortAddr | None, cast_rank)
+# (CALL, actor_key, method, payload, reply: PortAddr | None, cast_rank, sender)
+# `sender` is the sending actor's key (None for the root client): a CALL with no reply port that
+# cannot be delivered bounces back to it (`Mailbox.on_undeliverable`).
 CALL = 0
 # (PORT, port_id, payload, rank: int | None, status) -- status is one of the PORT_* below
 PORT = 1

@@ -104,6 +104,9 @@ class Mailbox:
         # watcher will call mark_dead with the reason". None: mark it dead at once.
         self.lost_delegate: Callable[[str, BaseException], bool] | None = None
         self.loop_thread: threading.Thread | None = None  # set by the runtime that runs `loop`
+        # Called (on the loop) with a CALL envelope without reply port that could not be
+        # delivered, and why; the proc agent hands it to the sending actor.
+        self.on_undeliverable: Callable[[tuple[Any, ...], BaseException], None] | None = None
 
     async def start(self, address: str | None = None) -> str:
         self.address = await self.transport.start(address)
@@ -320,6 +323,11 @@ class Mailbox:
 
     def _undeliverable(self, peer: str, env: tuple[Any, ...], err: BaseException) -> None:
         if env[0] == CALL:
+            if env[4] is None:
+                # No one waits for an answer: the message bounces back to its sender.
+                if self.on_undeliverable is not None:
+                    self.on_undeliverable(env, err)
+                return
             self._reject(env, f"the proc at {peer} is unreachable: {err}")
         elif env[0] == CONTROL and env[3] is not None:
             port = env[3]
