@@ -106,6 +106,7 @@ def test_tls_configured_procs_use_tls_and_refuse_strangers(tmp_path: Path) -> No
     addrs = next(line for line in out.splitlines() if line.startswith("ADDRS")).split()[1:]
     assert len(addrs) == 3 and all(a.startswith("tls://") for a in addrs), addrs
     assert "STRANGER_TLS REFUSED" in out
+    assert "TLS handshake failed" in result.stderr  # the refusal is logged by the proc
     assert "AFTER 2" in out and "DONE" in out
 
 
