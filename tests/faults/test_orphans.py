@@ -169,7 +169,10 @@ outcome = {{}}
 with faults_arrived:
     faults_arrived.wait_for(lambda: len(faults) >= {PROCS}, timeout={SLACK + 3.0})
     outcome["faults"] = list(faults)
-error = pids_mesh.pid.call().exception(timeout=30)
+try:  # a rank known to have failed fails the call at once, or its future does
+    error = pids_mesh.pid.call().exception(timeout=30)
+except SupervisionError as exc:
+    error = exc
 outcome["call_error"] = None if error is None else f"{{type(error).__name__}}: {{error}}"
 outcome["call_error_is_supervision"] = isinstance(error, SupervisionError)
 try:
@@ -347,14 +350,6 @@ def test_orphans_controller_sigkilled_procs_and_zygotes_exit_within_orphan_timeo
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "mesh_orphan_timeout is not implemented: orphans are ended only by EOF on the zygote's "
-        "stdin and PR_SET_PDEATHSIG, and a forked child of the controller keeps both the "
-        "zygote's stdin and the controller's sockets open, so the procs outlive the controller."
-    ),
-)
 def test_orphans_controller_sigkilled_with_forked_child_alive_procs_exit_within_orphan_timeout(
     tmp_path: Path, marker: str
 ) -> None:
@@ -452,14 +447,6 @@ def test_orphans_zygote_sigkilled_procs_exit_at_once_and_calls_to_them_fail(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "When the zygote dies, LocalHostAgent._read_replies returns on EOF without reporting "
-        "its children, and _connection_lost only marks their addresses dead: the owner's fault "
-        "hook never hears of the dead procs."
-    ),
-)
 def test_orphans_zygote_sigkilled_owner_is_told_of_each_dead_proc(
     zygote_death: ZygoteDeath,
 ) -> None:
@@ -471,13 +458,6 @@ def test_orphans_zygote_sigkilled_owner_is_told_of_each_dead_proc(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "After the zygote died, LocalHostAgent._ensure_zygote still sees a zygote and _send "
-        "writes to its closed stdin: spawn_procs raises a bare BrokenPipeError."
-    ),
-)
 def test_orphans_zygote_sigkilled_controller_spawns_procs_again(
     zygote_death: ZygoteDeath,
 ) -> None:
@@ -487,13 +467,6 @@ def test_orphans_zygote_sigkilled_controller_spawns_procs_again(
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "After the zygote died nothing completes LocalHostAgent._exited for its children, and "
-        "_kill is a no-op without a zygote: stop() waits out process_exit_timeout twice."
-    ),
-)
 def test_orphans_zygote_sigkilled_stop_of_dead_procs_does_not_wait_out_exit_timeout(
     zygote_death: ZygoteDeath,
 ) -> None:

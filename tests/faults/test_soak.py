@@ -18,9 +18,9 @@ Each completion is timed in a `Future.add_done_callback`, on the thread that com
 future, so the bound is checked against when the runtime failed the call, not when the test
 got around to reading it. The larger program is `benchmarks/soak.py`.
 
-The soak found a race at spawn time (a proc the local host agent never watches for exit); the
-last test reproduces it deterministically. While it stands, a soak whose victim lost that race
-ends as an xfail instead of failing at random.
+The soak found a race at spawn time (a proc the local host agent never watched for exit, when
+its proc_ready came before the zygote's "spawned" reply); the last test reproduces that order
+deterministically and checks the death is still reported with its exit status.
 """
 
 from __future__ import annotations
@@ -65,15 +65,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 # Bound on the subprocess of the race test: it starts monarch and two procs, about 2 s normally.
 SCRIPT_TIMEOUT = 90.0
 
-# The local host agent learns a proc's pid from the zygote's "spawned" reply and only watches the
-# procs whose reply it handled before their `proc_ready` (see the race test at the end). A proc
-# it does not watch dies as a transport error and its owner is never told, so the soak's
-# assertions fail for reasons that test reproduces deterministically; the soak is then an xfail.
-UNWATCHED_PROC_BUG = (
-    "LocalHostAgent watches a proc only if the zygote's 'spawned' reply is handled before the "
-    "proc's proc_ready (local.py _read_replies/_proc_ready); proc {pid} (rank {rank}) won the "
-    "race, so its death is reported as a transport error and its owner is never told."
-)
 
 
 class Echo(Actor):
@@ -204,9 +195,6 @@ def _violations(result: SoakResult, victims: set[int]) -> dict[str, list[str]]:
     return found
 
 
-# Rank 0 is never a victim: it is the proc most often left unwatched by the race that
-# `test_soak_proc_ready_before_spawned_reply_sigkill_still_reported_as_killed` reproduces (its
-# fork is the oldest when the zygote replies), and the soak would then end as an xfail.
 PLANS = [
     # Kills land while every call is in flight: victims die after answering part of their calls.
     pytest.param(KillPlan(answered={1: 300, 2: 600}), id="kills_after_answers"),
@@ -230,8 +218,7 @@ def test_soak_procs_killed_under_thousands_of_calls_every_call_resolves_and_noth
         refs = [ProcessRef.of(pid) for pid in pids]
         for s in slices:
             assert s.echo.call_one(-1).get(timeout=TIMEOUT) == -1
-        for rank in _unwatched_ranks(pids) & plan.victims:
-            pytest.xfail(UNWATCHED_PROC_BUG.format(pid=pids[rank], rank=rank))
+        assert not _unwatched_ranks(pids), "every proc is watched by the child watch"
 
         result = _soak(slices, pids, CALLS, plan)
 
@@ -361,15 +348,6 @@ procs.stop().get(timeout=60)
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Race in monarch/_src/hosts/local.py: _proc_ready pops _pending[proc_id], and "
-        "_read_replies registers pid -> (table, rank) in _by_pid only if _pending still holds it; "
-        "when proc_ready is handled first, the proc is never watched: its SIGKILL reaches callers "
-        "as a transport error and the owner's fault hook is never told."
-    ),
-)
 def test_soak_proc_ready_before_spawned_reply_sigkill_still_reported_as_killed(
     tmp_path: Path,
 ) -> None:

@@ -46,7 +46,8 @@ class LocalHostAgent:
         self._zygote: subprocess.Popen[bytes] | None = None  # started on first spawn
         self._reply_fd = -1
         self._ids = itertools.count()
-        self._pending: dict[str, tuple[ProcTable, int]] = {}  # proc id -> (table, rank)
+        self._pending: dict[str, tuple[ProcTable, int]] = {}  # not yet ready: proc id -> where
+        self._procs: dict[str, tuple[ProcTable, int]] = {}  # every proc id -> (table, rank)
         self._by_pid: dict[int, tuple[ProcTable, int]] = {}  # pid -> (table, rank)
         self._exited: dict[int, concurrent.futures.Future[str]] = {}  # pid -> exit status
         self._tables: list[ProcTable] = []  # tables not yet stopped
@@ -61,38 +62,57 @@ class LocalHostAgent:
 
     # ---- the zygote -------------------------------------------------------------------------
     def _ensure_zygote(self) -> None:
-        if self._zygote is not None:
+        """Start the fork server, or a new one if the last one died (lock held)."""
+        if self._zygote is not None and self._zygote.poll() is None:
             return
-        self._zygote, self._reply_fd = take_prestarted() or start_zygote()
-        threading.Thread(target=self._read_replies, name="monarch-host-agent", daemon=True).start()
+        zygote, reply_fd = take_prestarted() or start_zygote()
+        self._zygote, self._reply_fd = zygote, reply_fd
+        threading.Thread(
+            target=self._read_replies, args=(zygote, reply_fd), name="monarch-host-agent",
+            daemon=True,
+        ).start()
 
     def _send(self, msg: dict[str, Any]) -> None:
         assert self._zygote is not None and self._zygote.stdin is not None
         write_message(self._zygote.stdin.fileno(), msg)
 
-    def _read_replies(self) -> None:
+    def _read_replies(self, zygote: subprocess.Popen[bytes], reply_fd: int) -> None:
+        """The child watch: follows one zygote's replies until it is gone."""
+        children: set[int] = set()  # this zygote's children that have not exited
         while True:
             try:
-                msg = read_message(self._reply_fd)
+                msg = read_message(reply_fd)
             except OSError:
                 msg = None
             if msg is None:
-                return
+                break
             if "spawned" in msg:
                 with self._lock:
                     for proc_id, pid in msg["spawned"]:
-                        where = self._pending.get(proc_id)
+                        children.add(pid)
+                        where = self._procs.get(proc_id)
                         if where is not None:
                             self._by_pid[pid] = where
                             where[0].pids[where[1]] = pid
                         self._exited.setdefault(pid, concurrent.futures.Future())
             elif "exit" in msg:
-                pid, status = msg["exit"], msg["status"]
-                with self._lock:
-                    fut = self._exited.setdefault(pid, concurrent.futures.Future())
-                if not fut.done():
-                    fut.set_result(status)
-                self.rt.call_soon(self._proc_exited, pid, status)
+                children.discard(msg["exit"])
+                self._child_exited(msg["exit"], msg["status"])
+        # The zygote is gone (killed, or closed at exit): its children died with it (they ask
+        # the kernel to kill them when it dies); report each, so nobody waits for them.
+        try:
+            os.close(reply_fd)
+        except OSError:
+            pass
+        for pid in children:
+            self._child_exited(pid, "Killed (its fork server exited)")
+
+    def _child_exited(self, pid: int, status: str) -> None:
+        with self._lock:
+            fut = self._exited.setdefault(pid, concurrent.futures.Future())
+        if not fut.done():
+            fut.set_result(status)
+        self.rt.call_soon(self._proc_exited, pid, status)
 
     # ---- spawning ---------------------------------------------------------------------------
     def spawn_procs(
@@ -115,7 +135,7 @@ class LocalHostAgent:
             if self._closed:
                 raise RuntimeError("The local host agent was shut down; no procs can be started.")
             for rank, proc_id in enumerate(proc_ids):
-                self._pending[proc_id] = (table, rank)
+                self._pending[proc_id] = self._procs[proc_id] = (table, rank)
             self._tables.append(table)
             self._ensure_zygote()
             self._send({"spawn": [{**common, "proc_id": p} for p in proc_ids]})
@@ -126,6 +146,10 @@ class LocalHostAgent:
         proc_id, addr, pid, error = args
         with self._lock:
             where = self._pending.pop(proc_id, None)
+            if where is not None:
+                # Watched from here on, whichever of this and the zygote's "spawned" comes first.
+                self._by_pid[pid] = where
+                self._exited.setdefault(pid, concurrent.futures.Future())
         if where is None:
             return
         table, rank = where

@@ -73,7 +73,7 @@ def _set_pdeathsig() -> None:
         pass
 
 
-def _child(spec: dict[str, Any], close_fds: list[int]) -> None:
+def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
     status = 1
     try:
         for fd in close_fds:
@@ -85,7 +85,7 @@ def _child(spec: dict[str, Any], close_fds: list[int]) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
         _set_pdeathsig()
-        if os.getppid() == 1:
+        if os.getppid() != zygote_pid:  # the zygote died before PDEATHSIG was set
             os._exit(1)
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
@@ -105,6 +105,16 @@ def _child(spec: dict[str, Any], close_fds: list[int]) -> None:
             os._exit(status)
 
 
+def _orphan_poll_interval() -> float:
+    try:
+        from monarch._src.config import duration_seconds
+
+        timeout = duration_seconds("mesh_orphan_timeout")
+    except Exception:  # a bad setting must not keep orphans alive: use the default's pace
+        timeout = 30.0
+    return max(0.05, min(1.0, timeout / 5))
+
+
 def main() -> None:
     reply_fd = int(sys.argv[1])
     cmd_fd = sys.stdin.fileno()
@@ -117,6 +127,11 @@ def main() -> None:
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     children: set[int] = set()
+    zygote_pid = os.getpid()
+    controller = os.getppid()
+    # The controller's death closes our stdin, unless a child it forked holds the pipe open:
+    # then noticing that our parent changed is what ends us, within mesh_orphan_timeout.
+    watch_every = _orphan_poll_interval()
 
     def reap() -> None:
         while children:
@@ -131,7 +146,9 @@ def main() -> None:
 
     try:
         while True:
-            ready, _, _ = select.select([cmd_fd, wake_r], [], [])
+            ready, _, _ = select.select([cmd_fd, wake_r], [], [], watch_every)
+            if os.getppid() != controller:
+                break
             if wake_r in ready:
                 os.read(wake_r, 4096)
                 reap()
@@ -145,7 +162,7 @@ def main() -> None:
                 for spec in msg["spawn"]:
                     pid = os.fork()
                     if pid == 0:
-                        _child(spec, [cmd_fd, reply_fd, wake_r, wake_w])
+                        _child(spec, [cmd_fd, reply_fd, wake_r, wake_w], zygote_pid)
                     children.add(pid)
                     spawned.append((spec["proc_id"], pid))
                 write_message(reply_fd, {"spawned": spawned})

@@ -24,7 +24,6 @@ from monarch._src.mesh.hosted import (
 )
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
-from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import MeshFailure, SupervisionError
