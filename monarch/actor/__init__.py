@@ -149,3 +149,15 @@ class _ActorConfig:
 
 
 config: Any = _ActorConfig()
+
+
+def _hook_into_ipython() -> None:
+    """Under IPython/Jupyter, the notebook integration (`monarch.notebook`) is switched on."""
+    if "IPython" not in sys.modules:
+        return
+    from monarch.notebook import install
+
+    install()
+
+
+_hook_into_ipython()

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import Any, Callable
 
-from monarch._src.config import duration_seconds, runtime_snapshot
+from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
 from monarch._src.hosts.prestart import start_zygote, take_prestarted
 from monarch._src.hosts.zygote import read_message, write_message
 from monarch._src.mesh.controller import root_address
@@ -27,7 +27,8 @@ from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
-from monarch._src.runtime.ports import OncePort, _Entry
+from monarch._src.mesh.logs import LogSink
+from monarch._src.runtime.ports import CountPort, OncePort, _Entry
 from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
@@ -56,7 +57,9 @@ class LocalHostAgent:
         # address -> loop time of its oldest unanswered ping
         self._unanswered: dict[str, float] = {}
         self._heartbeat: asyncio.Task[None] | None = None  # pings live procs, once started
+        self.logs = LogSink()
         rt.mailbox.control["proc_ready"] = self._proc_ready
+        rt.mailbox.control["log"] = self._log
         rt.mailbox.lost_delegate = self._connection_lost
         rt.shutdown_hooks.append(self.close)
 
@@ -215,6 +218,49 @@ class LocalHostAgent:
             self._supervise(table.owner_key, table.name, table.mesh_key, rank, report)
         self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
 
+    # ---- logs -------------------------------------------------------------------------------
+    def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        proc_id, fd, text = args
+        where = self._procs.get(proc_id)
+        if where is None:
+            return
+        table = where[0]
+        if table.log_stream:
+            self.logs.write(proc_id, table.mesh_key, fd, text, table.log_window)
+
+    def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
+        """A barrier: returns once every line the procs wrote so far was written here."""
+        return self.rt.submit(self._flush_logs(tables))
+
+    async def _flush_logs(self, tables: list[ProcTable] | None) -> None:
+        mailbox = self.rt.mailbox
+        waits = []
+        with self._lock:
+            live = list(self._tables) if tables is None else tables
+        for table in live:
+            keys = [k for k in table.keys if not k.startswith(PENDING_PREFIX)]
+            if table.stopped is not None or not keys:
+                continue
+            entry = CountPort(len(keys))
+            port = mailbox.open_port(entry, tuple(keys))
+            for key in keys:
+                mailbox.post(key, (CONTROL, "flush_logs", (), port))
+            waits.append(_settled(entry.cf))
+        if waits:
+            await asyncio.wait(waits, timeout=duration_seconds("process_exit_timeout"))
+        self.logs.flush_due(force=True)
+
+    def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
+        async def send() -> None:
+            keys = [k for k in table.keys if not k.startswith(PENDING_PREFIX)]
+            entry = CountPort(len(keys))
+            port = self.rt.mailbox.open_port(entry, tuple(keys))
+            for key in keys:
+                self.rt.mailbox.post(key, (CONTROL, "log_level", (level,), port))
+            await asyncio.wrap_future(entry.cf)
+
+        return self.rt.submit(send())
+
     # ---- heartbeats -------------------------------------------------------------------------
     def _start_heartbeats(self) -> None:
         if self._heartbeat is None and not self._closed:
@@ -273,6 +319,8 @@ class LocalHostAgent:
 
     async def _stop(self, table: ProcTable, reason: str) -> None:
         mailbox = self.rt.mailbox
+        if config_get("enable_log_forwarding"):
+            await self._flush_logs([table])  # what the procs printed comes out before they go
         waits = []
         for rank, key in enumerate(table.keys):
             if key.startswith(PENDING_PREFIX):

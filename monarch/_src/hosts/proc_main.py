@@ -10,11 +10,14 @@ cleanups), answers, flushes what it still has to send, and exits.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import sys
+import threading
 from typing import Any
 
-from monarch._src.config import apply_snapshot
+from monarch._src.config import apply_snapshot, get as config_get
+from monarch._src.mesh.logs import LogCapture
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.mesh.hosted import _STOP, HostedActor
 from monarch._src.runtime.envelope import CONTROL, decode
@@ -49,6 +52,28 @@ def run_proc(spec: dict[str, Any]) -> int:
         loop.create_task(_stop_everything(mailbox, args[0], reply, done))
 
     mailbox.control["stop_proc"] = stop_proc
+    capture = None
+    if config_get("enable_log_forwarding"):
+        proc_id = spec["proc_id"]
+        capture = LogCapture(
+            lambda fd, text: mailbox.post(controller, (CONTROL, "log", (proc_id, fd, text), None))
+        )
+
+    def flush_logs(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        def drain_then_answer() -> None:
+            if capture is not None:
+                capture.drain()
+            mailbox.reply(reply, None)  # after every line the drain handed over
+
+        threading.Thread(target=drain_then_answer, name="monarch-log-flush", daemon=True).start()
+
+    def log_level(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        logging.getLogger().setLevel(args[0])
+        if reply is not None:
+            mailbox.reply(reply, None)
+
+    mailbox.control["flush_logs"] = flush_logs
+    mailbox.control["log_level"] = log_level
     error = None
     if spec.get("bootstrap") is not None:
         try:

@@ -32,6 +32,12 @@ class HostAgent(Protocol):
 
     def shutdown(self) -> concurrent.futures.Future[None]: ...
 
+    def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]: ...
+
+    def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
+        """Return once every line the procs wrote so far reached this process's output."""
+        ...
+
 
 class HostMesh(MeshTrait):
     """A mesh of hosts. `spawn_procs` starts procs on each; `this_host()` is this machine."""

@@ -8,11 +8,15 @@ released when the address is known, so `spawn_procs` and `spawn` never block.
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
+import logging
 import threading
+import warnings
 import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from monarch._src.config import get as config_get
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
@@ -48,6 +52,10 @@ class ProcTable:
         self.name = "anon"  # the proc mesh's name, for failure reports
         self.owner_key: str | None = None  # actor key of the owner; None for the root client
         self.mesh_key = ""  # the proc mesh's key in the ownership tree
+        # Log forwarding (when enabled): write this mesh's procs' output here, and collapse
+        # repeated lines within this many seconds (None: write each line as it comes).
+        self.log_stream = True
+        self.log_window: float | None = None
         # Actor meshes spawned on these procs from this process, for failure reports:
         # (mesh key, mesh name, creator's actor key or None, global proc ranks in mesh order).
         self.actor_meshes: list[tuple[str, str, str | None, list[int]]] = []
@@ -208,13 +216,44 @@ class ProcMesh(MeshTrait):
         return self._host
 
     async def logging_option(
-        self, stream_to_client: bool = False, aggregate_window_sec: int | None = None,
-        level: int = 20,
+        self,
+        stream_to_client: bool = False,
+        aggregate_window_sec: float | None = None,
+        level: int = logging.INFO,
     ) -> None:
-        raise NotImplementedError(
-            "ProcMesh.logging_option arrives with the notebook integration; procs of this_host() "
-            "already write to the controller's stdout and stderr."
-        )
+        """Whether this mesh's procs' stdout/stderr reach this process, how repeated lines are
+        collapsed (`aggregate_window_sec`), and the Python logging level in the procs."""
+        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 255:
+            raise ValueError(f"logging_option level must be an int from 0 to 255, not {level!r}.")
+        if aggregate_window_sec is not None and not stream_to_client:
+            raise ValueError(
+                "logging_option: an aggregate_window_sec needs stream_to_client=True (there is "
+                "nothing to aggregate when nothing is streamed)."
+            )
+        if aggregate_window_sec is not None and aggregate_window_sec <= 0:
+            raise ValueError(
+                f"logging_option aggregate_window_sec must be positive, not {aggregate_window_sec}."
+            )
+        if stream_to_client and not config_get("enable_log_forwarding"):
+            warnings.warn(
+                "logging_option(stream_to_client=True) has no effect: log forwarding is off, and "
+                "procs write to this process's terminal directly. Set enable_log_forwarding "
+                "before spawning procs to forward their output.",
+                UserWarning,
+                stacklevel=2,
+            )
+        if not self._owned or self._host is None:
+            raise ValueError(
+                "logging_option is set by the proc mesh's owner: call it on the mesh that "
+                "spawn_procs returned, not on a slice or a received reference."
+            )
+        await asyncio.wrap_future(self._table.ready)
+        if config_get("enable_log_forwarding"):
+            # What the procs printed before this call is written under the old options.
+            await asyncio.wrap_future(self._host._agent.flush_logs([self._table]))
+        self._table.log_stream = stream_to_client
+        self._table.log_window = aggregate_window_sec
+        await asyncio.wrap_future(self._host._agent.set_log_level(self._table, level))
 
     def activate(self) -> Any:
         raise NotImplementedError(

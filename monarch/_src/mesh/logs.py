@@ -1,0 +1,162 @@
+"""Forwarding the stdout and stderr of procs to the controller.
+
+Without forwarding (scripts, by default) procs inherit the controller's file descriptors and
+write straight to its terminal. With `enable_log_forwarding` (set automatically under IPython,
+where the kernel's descriptors do not reach the notebook) each proc points its fds 1 and 2 at
+pipes; a reader thread per stream sends what arrives to the controller in `log` control
+messages, which the controller writes to its own `sys.stdout`/`sys.stderr` (in a notebook: the
+output of the running cell). `ProcMesh.logging_option` switches streaming per proc mesh and sets
+an aggregation window: within a window, repeated lines are written once, prefixed
+"[N similar log lines]". `flush_logs()` is a barrier: every line a proc wrote before it is
+delivered when it returns (the notebook runs it after each cell; `ProcMesh.stop` before
+stopping).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import sys
+import termios
+import threading
+import time
+from typing import Any, Callable
+
+__all__ = ["LogCapture", "LogSink"]
+
+_STREAMS = {1: "stdout", 2: "stderr"}
+_YELLOW = "\x1b[33m"
+_RESET = "\x1b[0m"
+
+
+class LogCapture:
+    """Proc side: fds 1 and 2 go to pipes whose contents are sent with `send(stream, text)`."""
+
+    def __init__(self, send: Callable[[int, str], None]) -> None:
+        self._send = send
+        self._readers: list[_PipeReader] = []
+        for fd in (1, 2):
+            read_end, write_end = os.pipe()
+            os.dup2(write_end, fd)
+            os.close(write_end)
+            reader = _PipeReader(fd, read_end, send)
+            self._readers.append(reader)
+            reader.start()
+        # A pipe is not a terminal: without this, print() output would wait for 8 KiB.
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(line_buffering=True)
+
+    def drain(self, timeout: float = 5.0) -> None:
+        """Return once everything written to fds 1 and 2 so far was handed to `send`."""
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for reader in self._readers:
+            reader.drain(timeout)
+
+
+class _PipeReader(threading.Thread):
+    def __init__(self, fd: int, read_end: int, send: Callable[[int, str], None]) -> None:
+        super().__init__(name=f"monarch-log-{_STREAMS[fd]}", daemon=True)
+        self.fd = fd
+        self.read_end = read_end
+        self.send = send
+        self.idle = threading.Condition()
+        self.busy = False  # True between reading a chunk and having sent it
+
+    def run(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.read_end, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            with self.idle:
+                self.busy = True
+            try:
+                self.send(self.fd, chunk.decode("utf-8", errors="replace"))
+            finally:
+                with self.idle:
+                    self.busy = False
+                    self.idle.notify_all()
+
+    def pending(self) -> int:
+        buf = fcntl.ioctl(self.read_end, termios.FIONREAD, struct.pack("i", 0))
+        return int(struct.unpack("i", buf)[0])
+
+    def drain(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        with self.idle:
+            while self.busy or self.pending():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self.idle.wait(min(left, 0.01))
+
+
+class LogSink:
+    """Controller side: writes forwarded text to this process's sys.stdout / sys.stderr,
+    collapsing repeated lines within each mesh's aggregation window."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._partial: dict[tuple[str, int], str] = {}  # (proc, fd) -> unterminated line
+        self._window: dict[tuple[str, int], _Window] = {}  # (mesh, fd) -> lines collected
+
+    def write(self, proc: str, mesh: str, fd: int, text: str, window: float | None) -> None:
+        with self._lock:
+            text = self._partial.pop((proc, fd), "") + text
+            lines = text.split("\n")
+            if lines[-1]:
+                self._partial[(proc, fd)] = lines[-1]
+            complete = [line + "\n" for line in lines[:-1]]
+            if not complete:
+                return
+            if not window:
+                _out(fd).write("".join(complete))
+                return
+            collected = self._window.get((mesh, fd))
+            if collected is None:
+                collected = self._window[(mesh, fd)] = _Window(time.monotonic() + window)
+            collected.add(complete)
+        self.flush_due()
+
+    def flush_due(self, force: bool = False) -> None:
+        """Write every window that has ended (all of them with `force`)."""
+        now = time.monotonic()
+        with self._lock:
+            due = [k for k, w in self._window.items() if force or w.ends <= now]
+            windows = [(k, self._window.pop(k)) for k in due]
+            partial = dict(self._partial) if force else {}
+            if force:
+                self._partial.clear()
+        for (_, fd), w in windows:
+            _out(fd).write(w.render())
+        for (_, fd), text in partial.items():
+            _out(fd).write(text + "\n")
+        if force or windows:
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+
+
+class _Window:
+    def __init__(self, ends: float) -> None:
+        self.ends = ends
+        self.counts: dict[str, int] = {}  # line -> times seen, in first-seen order
+
+    def add(self, lines: list[str]) -> None:
+        for line in lines:
+            self.counts[line] = self.counts.get(line, 0) + 1
+
+    def render(self) -> str:
+        out = []
+        for line, n in self.counts.items():
+            out.append(f"{_YELLOW}[{n} similar log lines]{_RESET} {line}" if n > 1 else line)
+        return "".join(out)
+
+
+def _out(fd: int) -> Any:
+    return sys.stdout if fd == 1 else sys.stderr

@@ -1,0 +1,54 @@
+"""monarch.notebook: the notebook as controller.
+
+Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (`install()`):
+
+* `asyncio.run(...)` works in a cell although the kernel runs an event loop (nest-asyncio), so
+  code written for scripts, such as `asyncio.run(procs.logging_option(...))`, runs unchanged;
+  top-level `await` works as in any IPython cell.
+* What procs print reaches the output of the cell that caused it: log forwarding is on under
+  IPython, and after each cell `flush_logs()` waits until every line the procs wrote during the
+  cell was written to it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["flush_logs", "install"]
+
+_installed = False
+
+
+def flush_logs(timeout: float = 10.0) -> None:
+    """Wait until every line the procs of this process wrote so far reached its output."""
+    from monarch._src.hosts import local
+
+    agent = local._agent
+    if agent is not None:
+        try:
+            agent.flush_logs().result(timeout=timeout)
+        except Exception:  # a flush that cannot finish must not break the notebook
+            pass
+
+
+def install(ipython: Any = None) -> None:
+    """Hook monarch into the running IPython kernel (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    if ipython is None:
+        try:
+            from IPython import get_ipython
+        except ImportError:
+            return
+        ipython = get_ipython()
+    if ipython is None:
+        return
+    _installed = True
+    try:
+        import nest_asyncio
+
+        nest_asyncio.apply()
+    except ImportError:  # asyncio.run in cells needs the notebook extra; await works regardless
+        pass
+    ipython.events.register("post_run_cell", lambda *_: flush_logs())
