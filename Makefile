@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) cookbook/demo.py
 
 test: $(STAMP)
-	$(PY) -m pytest -q -p no:cacheprovider tests tutorials --nbval-lax
+	$(PY) -m pytest -q -p no:cacheprovider tests tutorials --nbval-lax --nbval-current-env
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -133,6 +133,8 @@ class LocalHostAgent:
             "config": runtime_snapshot(),
             "bootstrap": payload,
             "env": dict(os.environ),
+            # Merged value: under IPython it is on by default here, which a proc cannot see.
+            "log_forwarding": bool(config_get("enable_log_forwarding")),
         }
         with self._lock:
             if self._closed:

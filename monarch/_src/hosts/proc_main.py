@@ -53,7 +53,7 @@ def run_proc(spec: dict[str, Any]) -> int:
 
     mailbox.control["stop_proc"] = stop_proc
     capture = None
-    if config_get("enable_log_forwarding"):
+    if spec.get("log_forwarding", config_get("enable_log_forwarding")):
         proc_id = spec["proc_id"]
         capture = LogCapture(
             lambda fd, text: mailbox.post(controller, (CONTROL, "log", (proc_id, fd, text), None))
