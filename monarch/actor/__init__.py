@@ -32,6 +32,7 @@ from monarch._src.mesh.controller import get_or_spawn_controller
 from monarch._src.mesh.endpoint import Endpoint, as_endpoint, send
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.lifecycle import shutdown_context
+from monarch._src.mesh.log_prefix import install_log_prefix as _install_log_prefix
 from monarch._src.mesh.port import Channel, Port, PortReceiver
 from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
 from monarch._src.mesh.telemetry import get_meter, span, traced
@@ -161,3 +162,4 @@ def _hook_into_ipython() -> None:
 
 
 _hook_into_ipython()
+_install_log_prefix()

@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from monarch._src.config import apply_snapshot, get as config_get
+from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.mesh.hosted import _STOP, HostedActor
@@ -43,6 +44,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     asyncio.set_event_loop(loop)
     mailbox = Mailbox(loop)
     addr = loop.run_until_complete(mailbox.start(spec.get("listen")))
+    install_log_prefix()
     rt = install_proc_runtime(loop, mailbox, spec["proc_id"])
     rt.root_address = spec["root"]
     controller = spec["controller"]
