@@ -168,3 +168,15 @@ def test_proc_crash_fault_report_names_actor_mesh_on_dead_proc(fault_recorder: A
         crash.sigkill.call_one().exception(timeout=TIMEOUT)
         texts = _wait_for_text(fault_recorder, "mesh_name=crash_reported", MORE_FAULTS_GRACE)
         assert any("Killed(sig=9)" in text for text in texts)
+
+
+def test_mesh_repr_html_shows_the_dead_rank(fault_recorder: Any) -> None:
+    with fresh_procs(2) as procs:
+        mesh = procs.spawn("drawn", Crashy)
+        assert mesh.ping.call().get(timeout=30) is not None
+        with pytest.raises(SupervisionError):
+            mesh.slice(gpus=1).sigkill.call_one().get(timeout=30)
+        fault_recorder.wait_for(1, timeout=30)
+        html = mesh._repr_html_()
+        assert "1 failed, 1 running" in html and "Killed(sig=9)" in html
+        assert "1 failed" in procs._repr_html_()

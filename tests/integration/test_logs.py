@@ -90,3 +90,43 @@ def test_logging_option_on_a_slice_is_refused() -> None:
             asyncio.run(procs.slice(gpus=0).logging_option(level=10))
     finally:
         procs.stop().get(timeout=60)
+
+
+_PREFIX_SCRIPT = textwrap.dedent(
+    """
+    import logging, sys
+    logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s")
+    import monarch.actor
+    from monarch.actor import Actor, endpoint, this_host
+
+    class Chatty(Actor):
+        @endpoint
+        def log(self):
+            logging.basicConfig(stream=sys.stdout, level=logging.INFO, format="%(message)s",
+                                force=True)
+            self.logger.info("inside")
+            logging.getLogger("structured").info("")
+
+    logging.getLogger("client").info("outside")
+    procs = this_host().spawn_procs(per_host={"gpus": 1})
+    procs.spawn("chatty", Chatty).log.call_one().get()
+    monarch.actor.config.prefix_python_logs_with_actor = False
+    logging.getLogger("client").info("unprefixed")
+    procs.stop().get()
+    """
+)
+
+
+def test_log_records_get_actor_prefix_unless_switched_off() -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _PREFIX_SCRIPT], capture_output=True, text=True, timeout=100
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert "[actor=<root>] outside" in lines
+    assert any(
+        line.startswith("[actor=<root>.<__main__.Chatty chatty{'gpus': 0/1}>] inside")
+        for line in lines
+    ), lines
+    assert "" in lines  # an empty message stays empty
+    assert "unprefixed" in lines

@@ -201,6 +201,24 @@ class ActorMesh(MeshTrait, Generic[T]):
     def __repr__(self) -> str:
         return f"<ActorMesh {self._name} of {self._class.__qualname__} {self.extent!r}>"
 
+    def _repr_html_(self) -> str:
+        from monarch._src.mesh.html import mesh_html
+
+        status = tree.status(self._key)
+        stopped, failed = status if status is not None else (False, {})
+        local = self._local_ranks()
+        states = []
+        for g in self._cast_plan()[0]:
+            report = failed.get(local[g])
+            if stopped or self._stopped is not None:
+                states.append(("stopped", ""))
+            elif report is not None:
+                states.append(("failed", report))
+            else:
+                states.append(("running", ""))
+        kind = f"ActorMesh of {self._class.__qualname__}"
+        return mesh_html(kind, self._name, self.extent, states)
+
 
 def _rebuild_actor_mesh(
     actor_class: type, name: str, key: str, proc_mesh: ProcMesh, shape: Shape

@@ -267,6 +267,22 @@ class ProcMesh(MeshTrait):
     def __repr__(self) -> str:
         return f"<ProcMesh {self._name} {self.extent!r}>"
 
+    def _repr_html_(self) -> str:
+        from monarch._src.mesh.html import mesh_html
+
+        table = self._table
+        states = []
+        for g in self._mesh_shape.ranks():
+            if table.stopped is not None:
+                states.append(("stopped", table.stopped))
+            elif g in table.failed:
+                states.append(("failed", table.failed[g]))
+            elif table.keys[g].startswith("pending:"):
+                states.append(("starting", ""))
+            else:
+                states.append(("running", f"pid {table.pids[g]}"))
+        return mesh_html("ProcMesh", self._name, self.extent, states)
+
 
 def _rebuild_proc_mesh(
     table: ProcTable, shape: Shape, name: str, mesh_id: str, owner_addr: str

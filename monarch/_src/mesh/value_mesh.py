@@ -122,6 +122,11 @@ class ValueMesh(MeshTrait, Generic[R]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def _repr_html_(self) -> str:
+        from monarch._src.mesh.html import value_mesh_html
+
+        return value_mesh_html(self.extent, list(self.values()))
+
     def __repr__(self) -> str:
         return f"ValueMesh({self.extent!r}):\n{pprint.pformat(self.items())}"
 

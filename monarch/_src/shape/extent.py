@@ -124,6 +124,15 @@ class Extent(Mapping[str, int]):
         )
         return "{" + body + "}"
 
+    def _repr_html_(self) -> str:
+        import html
+
+        cells = "".join(
+            f"<td style='border:1px solid #999;padding:2px 6px'>{html.escape(label)}: {size}</td>"
+            for label, size in zip(self.labels, self.sizes)
+        )
+        return f"<table style='border-collapse:collapse'><tr>{cells}</tr></table>"
+
     def __reduce__(self) -> tuple[Any, ...]:
         return (Extent, (self._labels, self._sizes))
 

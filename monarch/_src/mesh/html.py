@@ -1,0 +1,74 @@
+"""Rich HTML reprs for notebooks: meshes as grids of ranks, ValueMeshes as grids of values.
+
+Jupyter calls `_repr_html_` when a mesh is the value of a cell. One- and two-dimensional meshes
+render as a grid (rows along the first dimension); others as a list of points. Rank cells of
+actor and proc meshes are coloured by state: running, failed (hover for the report) or stopped.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any, Callable, Sequence
+
+from monarch._src.shape import Extent
+
+__all__ = ["mesh_html", "value_mesh_html"]
+
+_COLORS = {"running": "#cfe8cf", "failed": "#f4c7c3", "stopped": "#dddddd"}
+_MAX_CELLS = 1024
+_STYLE = "border-collapse:collapse;font-family:monospace;font-size:12px"
+_CELL = "border:1px solid #999;padding:2px 6px;text-align:center"
+
+
+def _grid(extent: Extent, cell: Callable[[int], tuple[str, str, str]]) -> str:
+    """`cell(rank) -> (text, background, title)` laid out over `extent`."""
+    n = extent.nelements
+    if n > _MAX_CELLS:
+        return f"<i>{n} ranks (too many to draw)</i>"
+    sizes = list(extent.sizes)
+    if len(sizes) == 0:
+        rows, cols = 1, 1
+    elif len(sizes) == 1:
+        rows, cols = 1, sizes[0]
+    elif len(sizes) == 2:
+        rows, cols = sizes
+    else:
+        rows, cols = n, 1
+    out = [f"<table style='{_STYLE}'>"]
+    for r in range(rows):
+        out.append("<tr>")
+        for c in range(cols):
+            text, color, title = cell(r * cols + c)
+            out.append(
+                f"<td style='{_CELL};background:{color}' title='{html.escape(title, quote=True)}'>"
+                f"{html.escape(text)}</td>"
+            )
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def mesh_html(kind: str, name: str, extent: Extent, states: Sequence[tuple[str, str]]) -> str:
+    """A mesh header and its ranks; `states[rank] = (state, detail)`."""
+    counts: dict[str, int] = {}
+    for state, _ in states:
+        counts[state] = counts.get(state, 0) + 1
+    summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
+
+    def cell(rank: int) -> tuple[str, str, str]:
+        state, detail = states[rank]
+        return str(rank), _COLORS.get(state, "#ffffff"), f"rank {rank}: {state} {detail}".strip()
+
+    return (
+        f"<div><b>{html.escape(kind)}</b> {html.escape(name)} "
+        f"<code>{html.escape(repr(extent))}</code> ({html.escape(summary)})"
+        f"{_grid(extent, cell)}</div>"
+    )
+
+
+def value_mesh_html(extent: Extent, values: Sequence[Any]) -> str:
+    def cell(rank: int) -> tuple[str, str, str]:
+        text = repr(values[rank])
+        return (text if len(text) <= 40 else text[:37] + "..."), "#ffffff", text[:500]
+
+    return f"<div><b>ValueMesh</b> <code>{html.escape(repr(extent))}</code>{_grid(extent, cell)}</div>"
