@@ -5,7 +5,8 @@ already did costs milliseconds. The controller starts one zygote per process on 
 zygote imports the proc runtime, then forks a proc per request.
 
 Protocol: requests arrive on stdin and replies leave on the fd given as argv[1], each a
-length-prefixed pickle. Requests: `{"spawn": [spec, ...]}` and `{"kill": [pid, ...], "sig": n}`.
+length-prefixed pickle. Requests: `{"spawn": [spec, ...]}`, `{"kill": [pid, ...], "sig": n}` and
+`{"preload": [module, ...]}` (import modules the controller uses before the next forks).
 Replies: `{"spawned": [(proc_id, pid), ...]}` and `{"exit": pid, "status": text}` for each child
 that ended (the host agent's child watch). When stdin closes (the controller exited or died) the
 zygote kills its children and exits, so no proc outlives its controller; each child also asks the
@@ -18,6 +19,7 @@ Jupyter kernel's) and hold locks a forked child would inherit locked.
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 import pickle
 import select
@@ -166,6 +168,14 @@ def main() -> None:
                     children.add(pid)
                     spawned.append((spec["proc_id"], pid))
                 write_message(reply_fd, {"spawned": spawned})
+            elif "preload" in msg:
+                # Modules the controller uses (torch, say) are imported once here, so each
+                # forked proc has them instead of importing them itself.
+                for name in msg["preload"]:
+                    try:
+                        importlib.import_module(name)
+                    except Exception:  # the proc will import it itself, and see the error
+                        pass
             elif "kill" in msg:
                 for pid in msg["kill"]:
                     if pid in children:
