@@ -99,26 +99,25 @@ class ActorMesh(MeshTrait, Generic[T]):
         # fails the call at once, before anything is sent. References elsewhere learn it from
         # the callee.
         status = tree.status(self._key)
-        if status is not None:
-            stopped, failed = status
-            if stopped and self._stopped is None:
-                self._stopped = "stopped by its owner"
-            if failed:
-                local = self._local_ranks()
-                for rank in self._cast_plan()[0]:
-                    report = failed.get(local[rank])
-                    if report is not None:
-                        raise SupervisionError(
-                            f"failure on mesh {self._name} at rank {local[rank]} with event: "
-                            f"{report}",
-                            f"{self._name}.{endpoint}",
-                        )
-        if self._stopped is not None:
+        if status is not None and status[0] and self._stopped is None:
+            self._stopped = "stopped by its owner"
+        if self._stopped is not None:  # stopped wins over failed: it is what the owner did
             raise SupervisionError(
                 f"actor mesh {self._name} has status: stopped ({self._stopped}); "
                 "actor mesh is stopped",
                 f"{self._name}.{endpoint}",
             )
+        if status is not None and status[1]:
+            failed = status[1]
+            local = self._local_ranks()
+            for rank in self._cast_plan()[0]:
+                report = failed.get(local[rank])
+                if report is not None:
+                    raise SupervisionError(
+                        f"failure on mesh {self._name} at rank {local[rank]} with event: "
+                        f"{report}",
+                        f"{self._name}.{endpoint}",
+                    )
         self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan()[0])
 
     # ---- endpoints ------------------------------------------------------------------------
