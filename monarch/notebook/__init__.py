@@ -8,13 +8,29 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
 * What procs print reaches the output of the cell that caused it: log forwarding is on under
   IPython, and after each cell `flush_logs()` waits until every line the procs wrote during the
   cell was written to it.
+* `MeshView(mesh)` shows the ranks of an actor or proc mesh as a live grid coloured by state, and
+  `spawn_progress(proc_mesh)` a bar of procs coming up (`monarch.notebook.widgets`). Both need
+  ipywidgets, which is imported only when one of them is first used.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["flush_logs", "install"]
+__all__ = ["MeshView", "flush_logs", "install", "spawn_progress"]
+
+_WIDGETS = ("MeshView", "spawn_progress")
+
+
+def __getattr__(name: str) -> Any:
+    # The widgets import ipywidgets, which `install()` (run on every `import monarch.actor`
+    # under IPython) must not need.
+    if name in _WIDGETS:
+        from monarch.notebook import widgets
+
+        return getattr(widgets, name)
+    raise AttributeError(f"module 'monarch.notebook' has no attribute {name!r}.")
+
 
 _installed = False
 

@@ -335,7 +335,11 @@ class LocalHostAgent:
         waits = []
         for rank, key in enumerate(table.keys):
             if key.startswith(PENDING_PREFIX):
-                continue  # never came up, or not yet: killed below
+                # Never came up (its bootstrap failed, say) or not yet: nothing to ask; kill it.
+                pid = table.pids[rank]
+                if pid is not None:
+                    self._kill([pid])
+                continue
             mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
             entry = OncePort()
             port = mailbox.open_port(entry, (key,))

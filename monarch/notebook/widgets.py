@@ -1,0 +1,308 @@
+"""Live notebook widgets for meshes: `MeshView` (a grid of ranks) and `spawn_progress`.
+
+The HTML reprs in `monarch._src.mesh.html` are snapshots: they show the state of each rank when
+the cell ran. These widgets poll the same runtime state (the ownership tree and the proc table)
+from a daemon thread at a bounded rate and push only what changed to the frontend, so a notebook
+watches ranks start, fail and stop without re-running a cell. Pushing events from the runtime
+instead was rejected: the runtime would then depend on ipywidgets, and a burst of failures would
+turn into a burst of comm messages; polling bounds both.
+
+Only this package imports ipywidgets.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from typing import Any, Callable
+
+import ipywidgets
+
+from monarch._src.mesh.actor_mesh import ActorMesh
+from monarch._src.mesh.ownership import tree
+from monarch._src.mesh.proc_mesh import ProcMesh
+from monarch._src.shape import Extent
+
+__all__ = ["MeshView", "spawn_progress"]
+
+# Background colour of a rank cell by state; the same palette as the static HTML repr.
+STATE_COLORS = {
+    "starting": "#fff3c4",
+    "running": "#cfe8cf",
+    "failed": "#f4c7c3",
+    "stopped": "#dddddd",
+}
+_STATE_ORDER = ("starting", "running", "failed", "stopped")
+# Above this many ranks the grid is not drawn (the frontend would get one widget per rank).
+_MAX_CELLS = 1024
+_CELL_STYLE = (
+    "border:1px solid #999;padding:2px 6px;text-align:center;"
+    "font-family:monospace;font-size:12px"
+)
+# (state, detail) of one rank; detail is the failure report, the stop reason, or "".
+RankState = tuple[str, str]
+
+
+def _proc_states(mesh: ProcMesh) -> list[tuple[RankState, int | None]]:
+    """State and pid per rank of a proc mesh, derived as `ProcMesh._repr_html_` does."""
+    table = mesh._table
+    out: list[tuple[RankState, int | None]] = []
+    for g in mesh._mesh_shape.ranks():
+        pid = table.pids[g]
+        if table.stopped is not None:
+            out.append((("stopped", table.stopped), pid))
+        elif g in table.failed:
+            out.append((("failed", table.failed[g]), pid))
+        elif table.keys[g].startswith("pending:"):
+            out.append((("starting", ""), pid))
+        else:
+            out.append((("running", ""), pid))
+    return out
+
+
+def _actor_states(mesh: ActorMesh[Any]) -> list[tuple[RankState, int | None]]:
+    """State and proc pid per rank of an actor mesh, derived as `ActorMesh._repr_html_` does.
+
+    A rank whose proc died counts as failed even before the ownership tree heard of it, with
+    the proc's exit report: the tree learns of it through a `supervise` message a moment later.
+    """
+    status = tree.status(mesh._key)
+    stopped, failed = status if status is not None else (False, {})
+    local = mesh._local_ranks()
+    table = mesh._proc_mesh._table
+    out: list[tuple[RankState, int | None]] = []
+    for g in mesh._cast_plan()[0]:
+        pid = table.pids[g]
+        report = failed.get(local[g])
+        if stopped or mesh._stopped is not None:
+            out.append((("stopped", mesh._stopped or ""), pid))
+        elif report is not None:
+            out.append((("failed", report), pid))
+        elif g in table.failed:
+            out.append((("failed", table.failed[g]), pid))
+        elif table.keys[g].startswith("pending:"):
+            out.append((("starting", ""), pid))
+        else:
+            out.append((("running", ""), pid))
+    return out
+
+
+def _coords(rank: int, extent: Extent) -> str:
+    """`{label=i, ...}` of a rank in row-major order over `extent`."""
+    parts = []
+    rest = rank
+    for label, size in reversed(list(zip(extent.labels, extent.sizes))):
+        parts.append(f"{label}={rest % size}")
+        rest //= size
+    return "{" + ", ".join(reversed(parts)) + "}"
+
+
+def _grid_columns(extent: Extent) -> int:
+    sizes = list(extent.sizes)
+    if len(sizes) == 1:
+        return sizes[0]
+    if len(sizes) == 2:
+        return sizes[1]
+    return 1  # zero dimensions: one cell; three or more: one row per rank
+
+
+class MeshView(ipywidgets.VBox):
+    """A live grid of the ranks of an `ActorMesh` or `ProcMesh`, coloured by state.
+
+    A daemon thread calls `refresh()` at most `refresh_hz` times a second (never, if
+    `refresh_hz` is 0) and ends on `close()` or once every rank is stopped. `refresh()` may be
+    called from any thread; traits change only for ranks whose state changed, so the frontend
+    gets a message only then. The view holds the mesh but never stops it.
+    """
+
+    def __init__(self, mesh: ActorMesh[Any] | ProcMesh, refresh_hz: float = 4.0) -> None:
+        if isinstance(mesh, ActorMesh):
+            kind = f"ActorMesh of {mesh._class.__qualname__}"
+            self._states_of: Callable[[], list[tuple[RankState, int | None]]] = (
+                lambda: _actor_states(mesh)
+            )
+        elif isinstance(mesh, ProcMesh):
+            kind = "ProcMesh"
+            self._states_of = lambda: _proc_states(mesh)
+        else:
+            raise TypeError(
+                f"MeshView shows an ActorMesh or a ProcMesh, got {type(mesh).__name__}."
+            )
+        if refresh_hz < 0:
+            raise ValueError(f"MeshView needs refresh_hz >= 0, got {refresh_hz}.")
+        self.mesh = mesh
+        self._extent: Extent = mesh.extent
+        self._kind = kind
+        self._lock = threading.Lock()  # serializes refresh() between the thread and callers
+        self._closed = threading.Event()  # set by close(); ends the refresh thread
+        # (state, detail, pid) per rank as last shown; None until the first refresh.
+        self._shown: list[tuple[str, str, int | None]] | None = None
+        n = self._extent.nelements
+        self.header = ipywidgets.HTML(
+            f"<b>{html.escape(kind)}</b> {html.escape(mesh._name)} "
+            f"<code>{html.escape(repr(self._extent))}</code>"
+        )
+        self.summary = ipywidgets.HTML("")
+        self.cells: list[ipywidgets.HTML] = []
+        if n <= _MAX_CELLS:
+            self.cells = [ipywidgets.HTML("") for _ in range(n)]
+            grid: ipywidgets.Widget = ipywidgets.GridBox(
+                self.cells,
+                layout=ipywidgets.Layout(
+                    grid_template_columns=f"repeat({_grid_columns(self._extent)}, max-content)",
+                    grid_gap="2px",
+                ),
+            )
+        else:
+            grid = ipywidgets.HTML(f"<i>{n} ranks (too many to draw)</i>")
+        super().__init__([self.header, self.summary, grid])
+        self.refresh()
+        self._thread: threading.Thread | None = None
+        if refresh_hz > 0:
+            self._thread = threading.Thread(
+                target=self._run, args=(1.0 / refresh_hz,), name="monarch-meshview", daemon=True
+            )
+            self._thread.start()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Ranks per state as last shown."""
+        counts: dict[str, int] = {}
+        for state, _, _ in self._shown or []:
+            counts[state] = counts.get(state, 0) + 1
+        return counts
+
+    def states(self) -> list[str]:
+        """State per rank as last shown."""
+        return [state for state, _, _ in self._shown or []]
+
+    def refresh(self) -> None:
+        """Read the runtime's state of every rank now and update what changed."""
+        with self._lock:
+            if self._closed.is_set():
+                return
+            new = [(state, detail, pid) for (state, detail), pid in self._states_of()]
+            old = self._shown
+            for rank, entry in enumerate(new):
+                if rank < len(self.cells) and (old is None or old[rank] != entry):
+                    self._draw_cell(rank, entry)
+            if new != old:
+                self._shown = new
+                counts = self.counts
+                self.summary.value = ", ".join(
+                    f"{counts[s]} {s}" for s in _STATE_ORDER if s in counts
+                )
+
+    def _draw_cell(self, rank: int, entry: tuple[str, str, int | None]) -> None:
+        state, detail, pid = entry
+        tip = f"rank {rank} {_coords(rank, self._extent)}: {state}"
+        if pid is not None:
+            tip += f", pid {pid}"
+        if detail:
+            tip += f"\n{detail}"
+        cell = self.cells[rank]
+        cell.value = (
+            f"<div style='{_CELL_STYLE};background:{STATE_COLORS[state]}' "
+            f"title='{html.escape(tip, quote=True)}'>{rank}</div>"
+        )
+        cell.tooltip = tip
+
+    def _run(self, period: float) -> None:
+        while not self._closed.wait(period):
+            try:
+                self.refresh()
+            except Exception:  # a view must never take the kernel down; try again next tick
+                continue
+            if self._shown and all(state == "stopped" for state, _, _ in self._shown):
+                return  # stopped is final: nothing will change any more
+
+    def close(self) -> None:
+        """Stop the refresh thread and close the widget and its children."""
+        # `Widget.__del__` calls this on a view whose constructor raised, before any field.
+        closed = getattr(self, "_closed", None)
+        if closed is not None:
+            closed.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        for child in list(self.children):
+            if isinstance(child, ipywidgets.Box):
+                for grandchild in child.children:
+                    grandchild.close()
+            child.close()
+        super().close()
+
+
+class SpawnProgress(ipywidgets.HBox):
+    """A bar and a label "procs up: k/n" for a proc mesh that is starting.
+
+    Polls the proc table at most `refresh_hz` times a second until its `ready` future is done;
+    then the bar turns green, or red with the error if a proc failed to start.
+    """
+
+    def __init__(self, proc_mesh: ProcMesh, refresh_hz: float = 4.0) -> None:
+        if not isinstance(proc_mesh, ProcMesh):
+            raise TypeError(
+                f"spawn_progress takes a ProcMesh, got {type(proc_mesh).__name__}."
+            )
+        if refresh_hz <= 0:
+            raise ValueError(f"spawn_progress needs refresh_hz > 0, got {refresh_hz}.")
+        self._table = proc_mesh._table
+        self._ranks = proc_mesh._mesh_shape.ranks()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()  # set by close() or once `ready` is done
+        self.bar = ipywidgets.IntProgress(value=0, min=0, max=len(self._ranks))
+        self.label = ipywidgets.Label("")
+        super().__init__([self.bar, self.label])
+        self.refresh()
+        self._thread = threading.Thread(
+            target=self._run, args=(1.0 / refresh_hz,), name="monarch-spawnprogress",
+            daemon=True,
+        )
+        self._thread.start()
+        # Completion is shown at once, not at the next tick.
+        self._table.ready.add_done_callback(lambda _: self.refresh())
+
+    def refresh(self) -> None:
+        """Read how many procs are up now and update the bar and label."""
+        with self._lock:
+            keys = self._table.keys
+            up = sum(1 for g in self._ranks if not keys[g].startswith("pending:"))
+            n = len(self._ranks)
+            text = f"procs up: {up}/{n}"
+            ready = self._table.ready
+            if ready.done():
+                error = ready.exception()
+                if error is None:
+                    self.bar.bar_style = "success"
+                else:
+                    self.bar.bar_style = "danger"
+                    text += f"; failed: {error}"
+                self._closed.set()
+            self.bar.value = up
+            self.label.value = text
+
+    def _run(self, period: float) -> None:
+        while not self._closed.wait(period):
+            try:
+                self.refresh()
+            except Exception:  # a progress bar must never take the kernel down
+                continue
+
+    def close(self) -> None:
+        """Stop polling and close the widget and its children."""
+        # `Widget.__del__` calls this on a widget whose constructor raised, before any field.
+        closed = getattr(self, "_closed", None)
+        if closed is not None:
+            closed.set()
+        thread = getattr(self, "_thread", None)
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        for child in self.children:
+            child.close()
+        super().close()
+
+
+def spawn_progress(proc_mesh: ProcMesh, refresh_hz: float = 4.0) -> SpawnProgress:
+    """A progress bar for the procs of `proc_mesh` coming up; display it in a cell."""
+    return SpawnProgress(proc_mesh, refresh_hz)

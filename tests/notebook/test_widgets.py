@@ -1,0 +1,225 @@
+"""`monarch.notebook` widgets against real procs: in this process, and inside a real kernel.
+
+The in-process tests drive `MeshView.refresh()` by hand (the view's own thread may refresh too;
+both read the same runtime state). The kernel test checks what a frontend would get: the widget
+comm opening, the display message, and a state update after a rank was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pid_actor() -> type:
+    from monarch.actor import Actor, endpoint
+
+    class Pid(Actor):
+        @endpoint
+        def pid(self) -> int:
+            return os.getpid()
+
+    return Pid
+
+
+def _kill(pid: int | None) -> None:
+    if pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def test_mesh_view_killed_rank_shows_failed_then_stopped(fault_recorder: Any) -> None:
+    from monarch.actor import this_host
+    from monarch.notebook import MeshView
+    from monarch.notebook.widgets import STATE_COLORS
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    victim = None
+    views: list[Any] = []
+    try:
+        mesh = procs.spawn("pids", _pid_actor())
+        pids = mesh.pid.call().get(timeout=30)
+        view = MeshView(mesh, refresh_hz=0)
+        proc_view = MeshView(procs)
+        views += [view, proc_view]
+        assert view.states() == ["running", "running"]
+        assert view.summary.value == "2 running"
+        assert len(view.cells) == 2
+        assert str(pids.item(gpus=1)) in proc_view.cells[1].tooltip
+
+        victim = pids.item(gpus=1)
+        os.kill(victim, signal.SIGKILL)
+        fault_recorder.wait_for(1, timeout=30)
+        view.refresh()
+        proc_view.refresh()
+        assert view.states() == ["running", "failed"]
+        assert "1 failed" in view.summary.value
+        assert "Killed(sig=9)" in view.cells[1].tooltip
+        assert "gpus=1" in view.cells[1].tooltip
+        assert STATE_COLORS["failed"] in view.cells[1].value
+        assert STATE_COLORS["running"] in view.cells[0].value
+        assert proc_view.states() == ["running", "failed"]
+
+        mesh.stop()  # the stop is recorded at once; its reply may fail for the dead rank
+        view.refresh()
+        assert view.states() == ["stopped", "stopped"]
+        assert view.summary.value == "2 stopped"
+        procs.stop().get(timeout=60)
+        proc_view.refresh()
+        assert proc_view.states() == ["stopped", "stopped"]
+    finally:
+        for v in views:
+            v.close()
+        _kill(victim)
+        if procs._table.stopped is None:
+            procs.stop().get(timeout=60)
+
+
+def test_spawn_progress_all_procs_up_turns_green() -> None:
+    from monarch.actor import this_host
+    from monarch.notebook import spawn_progress
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    progress = spawn_progress(procs)
+    try:
+        procs._table.ready.result(timeout=30)
+        progress.refresh()  # the done callback already did this; refresh is idempotent
+        assert progress.bar.value == 2
+        assert progress.bar.max == 2
+        assert progress.bar.bar_style == "success"
+        assert progress.label.value == "procs up: 2/2"
+    finally:
+        progress.close()
+        procs.stop().get(timeout=60)
+
+
+def _failing_bootstrap() -> None:
+    raise RuntimeError("bootstrap refused on purpose")
+
+
+def test_spawn_progress_bootstrap_failure_turns_red(fault_recorder: Any) -> None:
+    from monarch.actor import this_host
+    from monarch.notebook import spawn_progress
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=_failing_bootstrap)
+    progress = spawn_progress(procs)
+    try:
+        with pytest.raises(Exception):
+            procs._table.ready.result(timeout=30)
+        progress.refresh()
+        assert progress.bar.bar_style == "danger"
+        assert "failed:" in progress.label.value
+        assert "bootstrap refused on purpose" in progress.label.value
+    finally:
+        progress.close()
+        procs.stop().get(timeout=60)
+
+
+def test_mesh_view_rejects_other_objects() -> None:
+    from monarch.notebook import MeshView
+
+    with pytest.raises(TypeError, match="ActorMesh or a ProcMesh"):
+        MeshView(object())  # type: ignore[arg-type]
+
+
+# ---- through a real kernel ----------------------------------------------------------------
+
+_SETUP = """
+import os, signal, threading
+import monarch.actor
+from monarch.actor import Actor, endpoint, this_host
+from monarch.notebook import MeshView
+
+class Pid(Actor):
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+_faulted = threading.Event()
+monarch.actor.unhandled_fault_hook = lambda failure: _faulted.set()
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+mesh = procs.spawn("pids", Pid)
+pids = mesh.pid.call().get(timeout=30)
+view = MeshView(mesh, refresh_hz=0)
+view
+"""
+
+_KILL = """
+os.kill(pids.item(gpus=1), signal.SIGKILL)
+assert _faulted.wait(30)
+view.refresh()
+print(view.summary.value)
+"""
+
+
+def _run_cell(client: Any, code: str) -> list[dict[str, Any]]:
+    """Execute `code`; return every iopub message of that execution up to its idle status."""
+    msg_id = client.execute(code)
+    messages = []
+    while True:
+        msg = client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = client.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=60)
+    errors = [m["content"] for m in messages if m["msg_type"] == "error"]
+    assert reply["content"]["status"] == "ok", (reply["content"], errors)
+    return messages
+
+
+def test_mesh_view_in_kernel_opens_comm_and_sends_failed_update() -> None:
+    from monarch.notebook.widgets import STATE_COLORS
+    from jupyter_client.manager import start_new_kernel
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    manager, client = start_new_kernel(
+        kernel_name="python3", cwd=str(REPO), env=env, startup_timeout=60
+    )
+    try:
+        setup = _run_cell(client, textwrap.dedent(_SETUP))
+        opens = [m for m in setup if m["msg_type"] == "comm_open"]
+        assert any(m["content"]["target_name"] == "jupyter.widget" for m in opens), opens
+        displays = [m for m in setup if m["msg_type"] in ("display_data", "execute_result")]
+        assert any(
+            "application/vnd.jupyter.widget-view+json" in m["content"]["data"] for m in displays
+        ), displays
+
+        kill = _run_cell(client, textwrap.dedent(_KILL))
+        updates = [
+            m for m in kill
+            if m["msg_type"] == "comm_msg" and m["content"]["data"].get("method") == "update"
+        ]
+        failed = [
+            m for m in updates
+            if STATE_COLORS["failed"] in str(m["content"]["data"]["state"])
+            or "1 failed" in str(m["content"]["data"]["state"])
+        ]
+        assert failed, updates
+        printed = "".join(
+            m["content"]["text"] for m in kill if m["msg_type"] == "stream"
+        )
+        assert "1 failed" in printed
+
+        _run_cell(client, "view.close(); procs.stop().get(timeout=60)")
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
