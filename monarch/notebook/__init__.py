@@ -9,26 +9,28 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
   IPython, and after each cell `flush_logs()` waits until every line the procs wrote during the
   cell was written to it.
 * `MeshView(mesh)` shows the ranks of an actor or proc mesh as a live grid coloured by state, and
-  `spawn_progress(proc_mesh)` a bar of procs coming up (`monarch.notebook.widgets`). Both need
-  ipywidgets, which is imported only when one of them is first used.
+  `spawn_progress(proc_mesh)` a bar of procs coming up (`monarch.notebook.widgets`);
+  `FetchView(mesh.endpoint, *args)` picks a point of the mesh and shows what the endpoint
+  returns there (`monarch.notebook.fetch`). They need ipywidgets, which is imported only when
+  one of them is first used.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["MeshView", "flush_logs", "install", "spawn_progress"]
+__all__ = ["FetchView", "MeshView", "flush_logs", "install", "spawn_progress"]
 
-_WIDGETS = ("MeshView", "spawn_progress")
+_WIDGETS = {"MeshView": "widgets", "spawn_progress": "widgets", "FetchView": "fetch"}
 
 
 def __getattr__(name: str) -> Any:
     # The widgets import ipywidgets, which `install()` (run on every `import monarch.actor`
     # under IPython) must not need.
     if name in _WIDGETS:
-        from monarch.notebook import widgets
+        import importlib
 
-        return getattr(widgets, name)
+        return getattr(importlib.import_module(f"monarch.notebook.{_WIDGETS[name]}"), name)
     raise AttributeError(f"module 'monarch.notebook' has no attribute {name!r}.")
 
 

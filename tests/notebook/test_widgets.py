@@ -223,3 +223,53 @@ def test_mesh_view_in_kernel_opens_comm_and_sends_failed_update() -> None:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+from monarch.actor import Actor, context, endpoint, this_host  # noqa: E402
+
+
+class _Values(Actor):
+    @endpoint
+    def matrix(self, n: int) -> Any:
+        import numpy as np
+
+        rank = context().actor_instance.rank["gpus"]
+        return np.arange(n * n, dtype=np.float32).reshape(n, n) * (rank + 1)
+
+    @endpoint
+    def vector(self) -> Any:
+        import torch
+
+        return torch.linspace(0, 1, 50)
+
+    @endpoint
+    def text(self) -> str:
+        return f"rank {context().actor_instance.rank['gpus']}"
+
+
+@pytest.mark.timeout(120)
+def test_fetch_view_shows_the_value_at_the_picked_point() -> None:
+    from monarch.notebook import FetchView
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        values = procs.spawn("fetch_values", _Values)
+        view = FetchView(values.matrix, 4)
+        assert "shape (4, 4)" in view.output.value and "float32" in view.output.value
+        assert "max 15" in view.output.value and "<table" in view.output.value  # a heatmap
+        view.pickers["gpus"].value = 1  # picking another point fetches again
+        assert "max 30" in view.output.value
+        hist = FetchView(values.vector)
+        assert "shape (50,)" in hist.output.value and "display:flex" in hist.output.value
+        text = FetchView(values.text)
+        text.pickers["gpus"].value = 1
+        assert "rank 1" in text.output.value
+    finally:
+        procs.stop().get(timeout=60)
+
+
+def test_fetch_view_needs_an_endpoint() -> None:
+    from monarch.notebook import FetchView
+
+    with pytest.raises(TypeError, match="needs an endpoint"):
+        FetchView(object())  # type: ignore[arg-type]
