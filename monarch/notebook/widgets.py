@@ -13,11 +13,13 @@ Only this package imports ipywidgets.
 from __future__ import annotations
 
 import html
+import socket
 import threading
 from typing import Any, Callable
 
 import ipywidgets
 
+from monarch._src.mesh import traffic
 from monarch._src.mesh.actor_mesh import ActorMesh
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.proc_mesh import ProcMesh
@@ -39,6 +41,7 @@ _CELL_STYLE = (
     "border:1px solid #999;padding:2px 6px;text-align:center;"
     "font-family:monospace;font-size:12px"
 )
+_HOST = socket.gethostname()  # the embedded local host's name (every proc runs here for now)
 # (state, detail) of one rank; detail is the failure report, the stop reason, or "".
 RankState = tuple[str, str]
 
@@ -74,16 +77,19 @@ def _actor_states(mesh: ActorMesh[Any]) -> list[tuple[RankState, int | None]]:
     for g in mesh._cast_plan()[0]:
         pid = table.pids[g]
         report = failed.get(local[g])
+        flow = (f"actor {mesh._name} on {_HOST}; messages out "
+                f"{traffic.sent[(mesh._key, local[g])]}, replies in "
+                f"{traffic.answered[(mesh._key, local[g])]}")
         if stopped or mesh._stopped is not None:
-            out.append((("stopped", mesh._stopped or ""), pid))
+            out.append((("stopped", f"{mesh._stopped or ''}\n{flow}"), pid))
         elif report is not None:
-            out.append((("failed", report), pid))
+            out.append((("failed", f"{report}\n{flow}"), pid))
         elif g in table.failed:
-            out.append((("failed", table.failed[g]), pid))
+            out.append((("failed", f"{table.failed[g]}\n{flow}"), pid))
         elif table.keys[g].startswith("pending:"):
-            out.append((("starting", ""), pid))
+            out.append((("starting", flow), pid))
         else:
-            out.append((("running", ""), pid))
+            out.append((("running", flow), pid))
     return out
 
 

@@ -273,3 +273,24 @@ def test_fetch_view_needs_an_endpoint() -> None:
 
     with pytest.raises(TypeError, match="needs an endpoint"):
         FetchView(object())  # type: ignore[arg-type]
+
+
+@pytest.mark.timeout(120)
+def test_mesh_view_hover_counts_messages_out_and_replies_in() -> None:
+    from monarch.notebook import MeshView
+
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    try:
+        values = procs.spawn("counted", _Values)
+        for _ in range(3):
+            values.text.call().get(timeout=30)
+        values.slice(gpus=1).text.call_one().get(timeout=30)
+        view = MeshView(values, refresh_hz=0)
+        try:
+            assert "messages out 3, replies in 3" in view.cells[0].tooltip
+            assert "messages out 4, replies in 4" in view.cells[1].tooltip
+            assert "actor counted on" in view.cells[1].tooltip
+        finally:
+            view.close()
+    finally:
+        procs.stop().get(timeout=60)

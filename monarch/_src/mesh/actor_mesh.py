@@ -84,6 +84,11 @@ class ActorMesh(MeshTrait, Generic[T]):
             plan = self._plan = (shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes))
         return plan  # type: ignore[no-any-return]
 
+    def _spawned_local(self, ranks: Any) -> list[int]:
+        """The spawned mesh's ranks (the tree's and the counters') of local ranks of this view."""
+        plan, local = self._cast_plan()[0], self._local_ranks()
+        return [local[plan[r]] for r in ranks]
+
     def _local_ranks(self) -> dict[int, int]:
         """Global proc rank -> rank within the mesh as spawned (the tree's ranks)."""
         local = self._local

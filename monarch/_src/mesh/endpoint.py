@@ -13,6 +13,7 @@ import random
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
+from monarch._src.mesh import traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import CALL, encode
@@ -99,16 +100,18 @@ class Endpoint(Generic[R]):
         key = mesh._key
         name = self._name
         sender = None if reply is not None else current_instance().actor_key
+        targets = range(len(global_ranks)) if ranks is None else ranks
         get_runtime().mailbox.post_all(
             [
                 (
                     procs[global_ranks[local]],
                     (CALL, key, name, payload, reply, (local, labels, sizes), sender),
                 )
-                for local in (range(len(global_ranks)) if ranks is None else ranks)
+                for local in targets
             ],
             payload,
         )
+        traffic.count_sent(key, mesh._spawned_local(targets))
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -143,7 +146,13 @@ class Endpoint(Generic[R]):
         proc = mesh._proc_keys()[mesh._cast_plan()[0][rank]]
         reply = get_runtime().mailbox.open_port(entry, (proc,))
         self._post(payload, reply, [rank])
-        return Future._create(entry.cf, self._decode_one, self._supervision)
+        spawned = mesh._spawned_local([rank])[0]
+
+        def decode(raw: Any) -> Any:
+            traffic.count_answered(mesh._key, spawned)
+            return self._decode_one(raw)
+
+        return Future._create(entry.cf, decode, self._supervision)
 
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
@@ -158,7 +167,11 @@ class Endpoint(Generic[R]):
         self._post(payload, reply)
         shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
 
+        spawned = mesh._spawned_local(range(n))
+
         def gather(replies: list[Any]) -> ValueMesh[R]:
+            for rank in spawned:
+                traffic.count_answered(mesh._key, rank)
             return ValueMesh(shape, [self._decode_one(r) for r in replies])
 
         return Future._create(entry.cf, gather, self._supervision)
