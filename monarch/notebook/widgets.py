@@ -224,19 +224,24 @@ class MeshView(ipywidgets.VBox):
 
     def close(self) -> None:
         """Stop the refresh thread and close the widget and its children."""
-        # `Widget.__del__` calls this on a view whose constructor raised, before any field.
-        closed = getattr(self, "_closed", None)
-        if closed is not None:
-            closed.set()
-        thread = getattr(self, "_thread", None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        for child in list(self.children):
-            if isinstance(child, ipywidgets.Box):
-                for grandchild in child.children:
-                    grandchild.close()
-            child.close()
+        _stop_polling(self)
         super().close()
+
+
+def _stop_polling(widget: ipywidgets.Box) -> None:
+    """End a polling widget's thread and close its children (grandchildren too)."""
+    # `Widget.__del__` calls close() on a widget whose constructor raised, before any field.
+    closed = getattr(widget, "_closed", None)
+    if closed is not None:
+        closed.set()
+    thread = getattr(widget, "_thread", None)
+    if thread is not None and thread is not threading.current_thread():
+        thread.join()
+    for child in list(widget.children):
+        if isinstance(child, ipywidgets.Box):
+            for grandchild in child.children:
+                grandchild.close()
+        child.close()
 
 
 class SpawnProgress(ipywidgets.HBox):
@@ -297,15 +302,7 @@ class SpawnProgress(ipywidgets.HBox):
 
     def close(self) -> None:
         """Stop polling and close the widget and its children."""
-        # `Widget.__del__` calls this on a widget whose constructor raised, before any field.
-        closed = getattr(self, "_closed", None)
-        if closed is not None:
-            closed.set()
-        thread = getattr(self, "_thread", None)
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        for child in self.children:
-            child.close()
+        _stop_polling(self)
         super().close()
 
 
