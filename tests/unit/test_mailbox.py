@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from monarch._src.runtime.envelope import CALL, CONTROL, PORT, PORT_ERROR, decode, encode
+from monarch._src.runtime.envelope import CALL, CONTROL, PORT, PORT_ERROR, PORT_VALUE, decode, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
 from monarch._src.runtime.ports import (
     CountPort,
@@ -453,21 +453,17 @@ async def test_mailbox_count_port_opened_after_one_peer_died_completes(mailboxes
     assert entry.cf.result(timeout=0) is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CountPort.fail() counts one answer per dead peer without knowing whether that peer "
-    "already answered, so a peer that acknowledged and then died completes the port before "
-    "the other peers have answered.",
-)
 async def test_mailbox_count_port_peer_dies_after_its_ack_still_waits(mailboxes: Any) -> None:
     mb = await mailboxes()
     first, second = "inproc://192.0.2.9/4/1", "inproc://192.0.2.9/4/2"
     entry = CountPort(2)
     port = mb.open_port(entry, (first, second))
-    mb.reply(port, None, rank=0)  # `first` acknowledged
-    await _settled(mb)
+    # `first` acknowledges (as received from it), then dies: its death no longer counts.
+    mb._dispatch(first, (PORT, port[1], encode(None), 0, PORT_VALUE))
     mb.mark_dead(first, SupervisionError("exited after acknowledging"))
     assert not entry.cf.done()  # `second` has not answered yet
+    mb._dispatch(second, (PORT, port[1], encode(None), 1, PORT_VALUE))
+    assert entry.cf.done() and entry.cf.result(timeout=0) is None
 
 
 async def test_mailbox_listener_closed_fails_ports_waiting_on_it(mailboxes: Any) -> None:
