@@ -21,19 +21,12 @@ import ipywidgets
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.mesh.ownership import tree
+from monarch._src.mesh.html import STATE_COLORS
 from monarch._src.mesh.proc_mesh import ProcMesh
 from monarch._src.shape import Extent
 
 __all__ = ["MeshView", "spawn_progress"]
 
-# Background colour of a rank cell by state; the same palette as the static HTML repr.
-STATE_COLORS = {
-    "starting": "#fff3c4",
-    "running": "#cfe8cf",
-    "failed": "#f4c7c3",
-    "stopped": "#dddddd",
-}
 _STATE_ORDER = ("starting", "running", "failed", "stopped")
 # Above this many ranks the grid is not drawn (the frontend would get one widget per rank).
 _MAX_CELLS = 1024
@@ -47,49 +40,19 @@ RankState = tuple[str, str]
 
 
 def _proc_states(mesh: ProcMesh) -> list[tuple[RankState, int | None]]:
-    """State and pid per rank of a proc mesh, derived as `ProcMesh._repr_html_` does."""
-    table = mesh._table
-    out: list[tuple[RankState, int | None]] = []
-    for g in mesh._mesh_shape.ranks():
-        pid = table.pids[g]
-        if table.stopped is not None:
-            out.append((("stopped", table.stopped), pid))
-        elif g in table.failed:
-            out.append((("failed", table.failed[g]), pid))
-        elif table.keys[g].startswith("pending:"):
-            out.append((("starting", ""), pid))
-        else:
-            out.append((("running", ""), pid))
-    return out
+    return [((state, detail), pid) for state, detail, pid in mesh._rank_states()]
 
 
 def _actor_states(mesh: ActorMesh[Any]) -> list[tuple[RankState, int | None]]:
-    """State and proc pid per rank of an actor mesh, derived as `ActorMesh._repr_html_` does.
-
-    A rank whose proc died counts as failed even before the ownership tree heard of it, with
-    the proc's exit report: the tree learns of it through a `supervise` message a moment later.
-    """
-    status = tree.status(mesh._key)
-    stopped, failed = status if status is not None else (False, {})
+    """`ActorMesh._rank_states`, with who and where each rank is and its message counts."""
     local = mesh._local_ranks()
-    table = mesh._proc_mesh._table
     out: list[tuple[RankState, int | None]] = []
-    for g in mesh._cast_plan()[0]:
-        pid = table.pids[g]
-        report = failed.get(local[g])
+    for g, (state, detail, pid) in zip(mesh._cast_plan()[0], mesh._rank_states()):
+        rank = local[g]
         flow = (f"actor {mesh._name} on {_HOST}; messages out "
-                f"{traffic.sent[(mesh._key, local[g])]}, replies in "
-                f"{traffic.answered[(mesh._key, local[g])]}")
-        if stopped or mesh._stopped is not None:
-            out.append((("stopped", f"{mesh._stopped or ''}\n{flow}"), pid))
-        elif report is not None:
-            out.append((("failed", f"{report}\n{flow}"), pid))
-        elif g in table.failed:
-            out.append((("failed", f"{table.failed[g]}\n{flow}"), pid))
-        elif table.keys[g].startswith("pending:"):
-            out.append((("starting", flow), pid))
-        else:
-            out.append((("running", flow), pid))
+                f"{traffic.sent[(mesh._key, rank)]}, replies in "
+                f"{traffic.answered[(mesh._key, rank)]}")
+        out.append(((state, f"{detail}\n{flow}" if detail else flow), pid))
     return out
 
 

@@ -8,9 +8,7 @@ comm opening, the display message, and a state update after a rank was killed.
 from __future__ import annotations
 
 import os
-import queue
 import signal
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any

@@ -22,12 +22,13 @@ def test_value_mesh_repr_html_is_a_grid_of_escaped_values() -> None:
 def test_mesh_html_colours_ranks_by_state_and_counts_them() -> None:
     html = mesh_html(
         "ActorMesh", "workers", Extent(["gpus"], [3]),
-        [("running", ""), ("failed", "Killed(sig=9)"), ("running", "")],
+        [("running", "", 11), ("failed", "Killed(sig=9)", 12), ("running", "", None)],
     )
     assert "(1 failed, 2 running)" in html
     assert "#f4c7c3" in html and "Killed(sig=9)" in html
+    assert "rank 1 (pid 12): failed" in html
 
 
 def test_mesh_html_too_many_ranks_is_summarised() -> None:
-    html = mesh_html("ProcMesh", "big", Extent(["r"], [5000]), [("running", "")] * 5000)
+    html = mesh_html("ProcMesh", "big", Extent(["r"], [5000]), [("running", "", None)] * 5000)
     assert "5000 ranks (too many to draw)" in html

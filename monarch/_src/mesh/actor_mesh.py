@@ -205,23 +205,36 @@ class ActorMesh(MeshTrait, Generic[T]):
     def __repr__(self) -> str:
         return f"<ActorMesh {self._name} of {self._class.__qualname__} {self.extent!r}>"
 
-    def _repr_html_(self) -> str:
-        from monarch._src.mesh.html import mesh_html
+    def _rank_states(self) -> list[tuple[str, str, int | None]]:
+        """(state, detail, proc pid) per rank of this view, for the notebook displays.
 
+        A rank whose proc died counts as failed even before the ownership tree heard of it,
+        with the proc's exit report: the tree learns of it a moment later."""
         status = tree.status(self._key)
         stopped, failed = status if status is not None else (False, {})
         local = self._local_ranks()
-        states = []
+        table = self._proc_mesh._table
+        out: list[tuple[str, str, int | None]] = []
         for g in self._cast_plan()[0]:
+            pid = table.pids[g]
             report = failed.get(local[g])
             if stopped or self._stopped is not None:
-                states.append(("stopped", ""))
+                out.append(("stopped", self._stopped or "", pid))
             elif report is not None:
-                states.append(("failed", report))
+                out.append(("failed", report, pid))
+            elif g in table.failed:
+                out.append(("failed", table.failed[g], pid))
+            elif table.keys[g].startswith("pending:"):
+                out.append(("starting", "", pid))
             else:
-                states.append(("running", ""))
+                out.append(("running", "", pid))
+        return out
+
+    def _repr_html_(self) -> str:
+        from monarch._src.mesh.html import mesh_html
+
         kind = f"ActorMesh of {self._class.__qualname__}"
-        return mesh_html(kind, self._name, self.extent, states)
+        return mesh_html(kind, self._name, self.extent, self._rank_states())
 
 
 def _rebuild_actor_mesh(

@@ -9,7 +9,6 @@ of the controller) the context is the root client's, created once per process.
 from __future__ import annotations
 
 import contextvars
-import os
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -196,6 +195,3 @@ def current_actor_name() -> str:
     """A name unique to the running actor (distinct per rank)."""
     return str(current_instance().actor_id)
 
-
-def client_pid() -> int:
-    return os.getpid()

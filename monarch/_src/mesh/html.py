@@ -12,9 +12,15 @@ from typing import Any, Callable, Sequence
 
 from monarch._src.shape import Extent
 
-__all__ = ["mesh_html", "value_mesh_html"]
+__all__ = ["STATE_COLORS", "mesh_html", "value_mesh_html"]
 
-_COLORS = {"running": "#cfe8cf", "failed": "#f4c7c3", "stopped": "#dddddd"}
+# Background colour of a rank by state (the live widgets use the same palette).
+STATE_COLORS = {
+    "starting": "#fff3c4",
+    "running": "#cfe8cf",
+    "failed": "#f4c7c3",
+    "stopped": "#dddddd",
+}
 _MAX_CELLS = 1024
 _STYLE = "border-collapse:collapse;font-family:monospace;font-size:12px"
 _CELL = "border:1px solid #999;padding:2px 6px;text-align:center"
@@ -48,16 +54,20 @@ def _grid(extent: Extent, cell: Callable[[int], tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
-def mesh_html(kind: str, name: str, extent: Extent, states: Sequence[tuple[str, str]]) -> str:
-    """A mesh header and its ranks; `states[rank] = (state, detail)`."""
+def mesh_html(
+    kind: str, name: str, extent: Extent, states: Sequence[tuple[str, str, int | None]]
+) -> str:
+    """A mesh header and its ranks; `states[rank] = (state, detail, pid or None)`."""
     counts: dict[str, int] = {}
-    for state, _ in states:
+    for state, _, _ in states:
         counts[state] = counts.get(state, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
     def cell(rank: int) -> tuple[str, str, str]:
-        state, detail = states[rank]
-        return str(rank), _COLORS.get(state, "#ffffff"), f"rank {rank}: {state} {detail}".strip()
+        state, detail, pid = states[rank]
+        where = f" (pid {pid})" if pid is not None else ""
+        title = f"rank {rank}{where}: {state} {detail}".strip()
+        return str(rank), STATE_COLORS.get(state, "#ffffff"), title
 
     return (
         f"<div><b>{html.escape(kind)}</b> {html.escape(name)} "

@@ -267,21 +267,26 @@ class ProcMesh(MeshTrait):
     def __repr__(self) -> str:
         return f"<ProcMesh {self._name} {self.extent!r}>"
 
+    def _rank_states(self) -> list[tuple[str, str, int | None]]:
+        """(state, detail, pid) per rank of this view, for the notebook displays."""
+        table = self._table
+        out: list[tuple[str, str, int | None]] = []
+        for g in self._mesh_shape.ranks():
+            pid = table.pids[g]
+            if table.stopped is not None:
+                out.append(("stopped", table.stopped, pid))
+            elif g in table.failed:
+                out.append(("failed", table.failed[g], pid))
+            elif table.keys[g].startswith("pending:"):
+                out.append(("starting", "", pid))
+            else:
+                out.append(("running", "", pid))
+        return out
+
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import mesh_html
 
-        table = self._table
-        states = []
-        for g in self._mesh_shape.ranks():
-            if table.stopped is not None:
-                states.append(("stopped", table.stopped))
-            elif g in table.failed:
-                states.append(("failed", table.failed[g]))
-            elif table.keys[g].startswith("pending:"):
-                states.append(("starting", ""))
-            else:
-                states.append(("running", f"pid {table.pids[g]}"))
-        return mesh_html("ProcMesh", self._name, self.extent, states)
+        return mesh_html("ProcMesh", self._name, self.extent, self._rank_states())
 
 
 def _rebuild_proc_mesh(

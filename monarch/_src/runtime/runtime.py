@@ -54,9 +54,6 @@ class Runtime:
         """Run `fn(*args)` on the runtime loop (any thread)."""
         self.loop.call_soon_threadsafe(fn, *args)
 
-    def on_loop_thread(self) -> bool:
-        return self.loop_thread is threading.current_thread()
-
 
 def runtime_if_started() -> Runtime | None:
     return _runtime

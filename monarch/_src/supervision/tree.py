@@ -11,7 +11,7 @@ Events go in, decisions come out; nothing here does I/O, so the rules are unit-t
   meshes it owns itself, in its own process's tree).
 * `owner_failed(actor)` returns the meshes that actor owns and that still run, newest first: a
   mesh cannot outlive its owner.
-* `usable(mesh, ranks)` says whether a call to those ranks may be sent, or why not.
+* `status(mesh)` gives a mesh's stopped flag and failed ranks, to refuse calls before sending.
 
 References and slices are not in the tree: only owners are, so only owners are told.
 """
@@ -112,20 +112,6 @@ class OwnershipTree:
     def knows(self, key: str) -> bool:
         with self._lock:
             return key in self._meshes
-
-    def usable(self, key: str, ranks: list[int]) -> str | None:
-        """None if calls to `ranks` of mesh `key` may go out, else the reason they may not."""
-        with self._lock:
-            record = self._meshes.get(key)
-            if record is None:
-                return None  # a reference: its owner's tree decides, the callee answers
-            if record.stopped:
-                return f"actor mesh {record.name} is stopped"
-            for rank in ranks:
-                report = record.failed.get(rank)
-                if report is not None:
-                    return f"failure on mesh {record.name} at rank {rank} with event: {report}"
-            return None
 
     def owner_of(self, key: str) -> str | None:
         with self._lock:
