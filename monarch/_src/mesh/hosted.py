@@ -398,10 +398,7 @@ class HostedActor:
         self._fail(report, exc)
 
     # ---- stop ---------------------------------------------------------------------------
-    def _stop(self, reason: str, reply: Any) -> Any:
-        return self._stop_async(reason, reply)
-
-    async def _stop_async(self, reason: str, reply: Any) -> None:
+    async def _stop(self, reason: str, reply: Any) -> None:
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:

@@ -183,7 +183,7 @@ class Mailbox:
             self._held.setdefault(addr, []).append((env, written))
             return
         if addr == self.address:
-            self._deliver_local(env)
+            self._dispatch(self.address, env)  # already a private copy (see post)
         elif addr in self._dead:
             self._undeliverable(addr, env, self._dead[addr])
         else:
@@ -217,9 +217,6 @@ class Mailbox:
             self._waiting.setdefault(addr, set()).add(port_id)
         for env, written in self._held.pop(pending_key, []):
             self._route(addr, env, written)
-
-    def _deliver_local(self, env: tuple[Any, ...]) -> None:
-        self._dispatch(self.address, env)
 
     # ---- receiving --------------------------------------------------------------------------
     def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
