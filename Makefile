@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit bench clean
+.PHONY: demo test unit bench docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,5 +31,10 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
 
+# The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
+# with warnings as errors (tests/docs/test_api_reference.py).
+docs: $(STAMP)
+	MONARCH_PRESTART=0 $(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache docs/_build

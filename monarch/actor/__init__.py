@@ -4,6 +4,9 @@ Define an `Actor` subclass with `@endpoint` methods; start processes with
 `this_host().spawn_procs(per_host={"gpus": 4})`; spawn actors on them with `procs.spawn(name,
 Class, *args)`; call endpoints with `call`, `call_one`, `choose`, `stream` and `broadcast`. Every
 remote operation returns a `Future` at once: `.get()` blocks, `await` does not.
+
+`config` holds attribute-style actor settings (`config.prefix_python_logs_with_actor`);
+`unhandled_fault_hook` is looked up on this module each time a fault reaches the client.
 """
 
 from __future__ import annotations

@@ -110,6 +110,7 @@ class FetchView(ipywidgets.VBox):
 
     @property
     def point(self) -> dict[str, int]:
+        """The coordinates chosen in the dropdowns, by dimension name."""
         return {label: picker.value for label, picker in self.pickers.items()}
 
     def fetch(self) -> Any:

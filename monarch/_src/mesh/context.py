@@ -135,6 +135,7 @@ class Context:
 
     @property
     def message_rank(self) -> Point:
+        """The rank the current message was addressed to (the actor's own rank outside a cast)."""
         rank = _message_rank.get()
         if rank is None:
             return self.actor_instance.rank

@@ -144,10 +144,12 @@ class HostMesh(MeshTrait):
 
     @property
     def is_fake_in_process(self) -> bool:
+        """Always False: every host mesh here runs real processes."""
         return False
 
     @property
     def stream_logs(self) -> bool:
+        """Whether new proc meshes stream their output to the client from the start."""
         return False
 
     def __eq__(self, other: object) -> bool:

@@ -97,12 +97,14 @@ class Channel(Generic[R]):
 
     @staticmethod
     def open(once: bool = False) -> tuple[Port[R], PortReceiver[R]]:
+        """A new `(Port, PortReceiver)` pair; with `once=True` the port takes one value."""
         entry = QueuePort(once=once)
         addr = get_runtime().mailbox.open_port(entry)
         return Port._create(addr), PortReceiver._create(entry, addr)
 
     @staticmethod
     def open_ranked(once: bool = False) -> tuple[Port[R], RankedPortReceiver[R]]:
+        """Like `open`, but the receiver yields `(rank, value)` pairs: the sender's rank."""
         entry = QueuePort(once=once, ranked=True)
         addr = get_runtime().mailbox.open_port(entry)
         return Port._create(addr), RankedPortReceiver._create(entry, addr)  # type: ignore[return-value]

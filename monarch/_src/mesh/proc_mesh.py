@@ -204,6 +204,7 @@ class ProcMesh(MeshTrait):
 
     @property
     def host_mesh(self) -> HostMesh:
+        """The host of a one-proc mesh; `NotImplementedError` for a mesh of several procs."""
         if len(self) != 1:
             raise NotImplementedError(
                 f"host_mesh is only defined for a singleton proc mesh; {self._name} has "

@@ -149,6 +149,7 @@ class Future(Generic[T]):
         return None
 
     def done(self) -> bool:
+        """Whether the value or the exception is there (never blocks)."""
         return self._cf.done()
 
     # ---- asyncio -------------------------------------------------------------------------

@@ -75,10 +75,12 @@ class Extent(Mapping[str, int]):
 
     @property
     def labels(self) -> list[str]:
+        """The dimension names, outermost first."""
         return list(self._labels)
 
     @property
     def sizes(self) -> list[int]:
+        """The size of each dimension, in the order of `labels`."""
         return list(self._sizes)
 
     @property
@@ -165,10 +167,12 @@ class Point(Mapping[str, int]):
 
     @property
     def rank(self) -> int:
+        """The point's row-major index in its extent."""
         return self._rank
 
     @property
     def extent(self) -> Extent:
+        """The extent this point lies in."""
         return self._extent
 
     def size(self, label: str) -> int:
