@@ -56,8 +56,10 @@ def _log(msg: str) -> None:
 
 
 def _detect_system() -> tuple[str, str | None]:
-    # torchmonarch is the only implementation shipping the compiled `_rust_bindings` module.
-    if importlib.util.find_spec("monarch._rust_bindings") is not None:
+    # Ours re-exports a few `monarch._rust_bindings` paths in pure Python; torchmonarch's
+    # `_rust_bindings` is a compiled extension module (a file, not a package directory).
+    spec = importlib.util.find_spec("monarch._rust_bindings")
+    if spec is not None and spec.submodule_search_locations is None:
         dist = "torchmonarch"
         name = "torchmonarch"
     else:

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "monarch.actor",
     "monarch.config",
     "monarch.notebook",
+    "monarch.rdma",
 ]
 
 

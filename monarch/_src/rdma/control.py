@@ -1,0 +1,105 @@
+"""RDMA control operations, carried by the ordinary mailbox as CONTROL envelopes.
+
+Owner side (installed by the manager): `rdma_drop` unregisters a buffer on behalf of a non-owner
+handle; `rdma_shm` copies between a registered buffer and a segment the requester named (the
+same-host fallback); `rdma_cuda` stages a CUDA buffer through its pinned mirror;
+`rdma_ib_connect` sets up a verbs queue pair. Copies run on the owner's RDMA serving threads,
+never on the runtime loop. Requester side: `ask()` sends one and waits, bounded, failing with
+`SupervisionError` at once if the owner's process dies (the port watches it).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from typing import TYPE_CHECKING, Any
+
+from monarch._src.config import get as config_get
+from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.ports import OncePort, decode_reply
+from monarch._src.runtime.runtime import Runtime, get_runtime
+
+if TYPE_CHECKING:
+    from monarch._src.rdma.manager import Manager
+
+__all__ = ["ask", "install"]
+
+
+def install(rt: Runtime, manager: Manager) -> None:
+    """Register the owner-side RDMA control operations in `rt`'s mailbox."""
+    mailbox = rt.mailbox
+
+    def rdma_drop(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        bid, token = args
+        manager.drop(bid, token)
+        if reply is not None:
+            mailbox.reply(reply, None)
+
+    def _offload(fn: Any, args: tuple[Any, ...], reply: Any) -> None:
+        def run() -> None:
+            try:
+                fn(manager, *args)
+            except Exception as exc:  # noqa: BLE001 - any failure is the requester's answer
+                mailbox.reply_error(reply, exc)
+            else:
+                mailbox.reply(reply, None)
+
+        _serve_pool().submit(run)
+
+    def rdma_shm(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        from monarch._src.rdma.shm import serve_copy
+
+        _offload(serve_copy, args, reply)
+
+    def rdma_cuda(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        from monarch._src.rdma.cuda import serve_stage
+
+        _offload(serve_stage, args, reply)
+
+    def rdma_ib_connect(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        from monarch._src.rdma.verbs import serve_connect
+
+        def run() -> None:
+            try:
+                mine = serve_connect(args[0])
+            except Exception as exc:  # noqa: BLE001 - any failure is the requester's answer
+                mailbox.reply_error(reply, exc)
+            else:
+                mailbox.reply(reply, mine)
+
+        _serve_pool().submit(run)
+
+    mailbox.control["rdma_ib_connect"] = rdma_ib_connect
+    mailbox.control["rdma_drop"] = rdma_drop
+    mailbox.control["rdma_shm"] = rdma_shm
+    mailbox.control["rdma_cuda"] = rdma_cuda
+
+
+_pool_lock = threading.Lock()
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _serve_pool() -> concurrent.futures.ThreadPoolExecutor:
+    # Separate from the transfer workers: a transfer to a buffer of this very process waits on a
+    # worker thread for this pool's answer, so sharing one pool could deadlock.
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            n = max(1, int(config_get("rdma_runtime_worker_threads")))
+            _pool = concurrent.futures.ThreadPoolExecutor(
+                max_workers=n, thread_name_prefix="monarch-rdma-serve")
+        return _pool
+
+
+def ask(owner_addr: str, op: str, args: tuple[Any, ...], timeout: float) -> Any:
+    """Send control `op` to the owner's proc and wait at most `timeout` s for its answer."""
+    rt = get_runtime()
+    entry = OncePort()
+    port = rt.mailbox.open_port(entry, (owner_addr,))
+    rt.mailbox.post(owner_addr, (CONTROL, op, args, port))
+    try:
+        raw = entry.cf.result(timeout=max(timeout, 0.0))
+    except concurrent.futures.TimeoutError as exc:
+        rt.mailbox.close_port(port)
+        raise TimeoutError(f"The RDMA owner at {owner_addr} did not answer {op} in time.") from exc
+    return decode_reply(raw)

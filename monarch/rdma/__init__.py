@@ -1,0 +1,29 @@
+"""RDMA buffers: register memory in one actor, move its bytes one-sided from any other.
+
+`RDMABuffer(tensor_or_memoryview)` registers memory without copying; the buffer pickles to a
+small handle for messages (the control plane), and holders call `read_into` / `write_from` to
+move the bytes directly (the data plane) without the owner's endpoints running. `RDMAAction`
+batches many transfers. The data plane is chosen per transfer: a same-host kernel copy, ibverbs,
+or a TCP stream; see docs/rdma.md. Importing this module does not import torch.
+"""
+
+from monarch._src.rdma.backend import (
+    RDMAReadTransferWarning,
+    RDMATcpFallbackWarning,
+    RDMAWriteTransferWarning,
+    get_rdma_backend,
+    is_ibverbs_available,
+    is_rdma_available,
+)
+from monarch._src.rdma.buffer import RDMAAction, RDMABuffer
+
+__all__ = [
+    "RDMAAction",
+    "RDMABuffer",
+    "RDMAReadTransferWarning",
+    "RDMATcpFallbackWarning",
+    "RDMAWriteTransferWarning",
+    "get_rdma_backend",
+    "is_ibverbs_available",
+    "is_rdma_available",
+]
