@@ -39,14 +39,14 @@ from monarch._src.mesh.log_prefix import install_log_prefix as _install_log_pref
 from monarch._src.mesh.port import Channel, Port, PortReceiver
 from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
 from monarch._src.mesh.telemetry import get_meter, span, traced
-from monarch._src.mesh.unsupported import (
-    attach,
+from monarch._src.hosts.remote import (
     attach_to_workers,
-    debug_controller,
     default_bootstrap_cmd,
     hosts_from_config,
+    hosts_from_dask,
     run_worker_loop_forever,
 )
+from monarch._src.mesh.unsupported import attach, debug_controller
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
@@ -85,6 +85,7 @@ __all__ = [
     "Extent",
     "run_worker_loop_forever",
     "attach_to_workers",
+    "hosts_from_dask",
     "attach",
     "enable_transport",
     "Context",

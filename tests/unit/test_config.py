@@ -125,6 +125,10 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "tls_ca_file": "",
     "tls_cert_file": "",
     "tls_key_file": "",
+    "host_heartbeat_interval": "1s",
+    "host_heartbeat_timeout": "10s",
+    "host_listen_address": None,
+    "tensor_engine_timeout": "5m",
     "enable_tls": False,
     "prefix_python_logs_with_actor": True,
 }

@@ -138,6 +138,17 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("tls_ca_file", _S, "", "PEM file of the certificate authority to trust.", _M),
     _key("tls_cert_file", _S, "", "PEM certificate presented by this process.", _M),
     _key("tls_key_file", _S, "", "PEM private key of tls_cert_file.", _M),
+    # Hosts and Dask clusters
+    _key("host_heartbeat_interval", _D, "1s",
+         "How often a client pings each attached remote host (and a host its client).", _M),
+    _key("host_heartbeat_timeout", _D, "10s",
+         "A remote host (or a host's client) silent this long is lost; its procs fail.", _M),
+    _key("host_listen_address", _S, None,
+         "Where a remote host's procs listen ('tcp://ip:0'); None: the address its client dialed.",
+         _M, nullable=True),
+    # Tensor engine
+    _key("tensor_engine_timeout", _D, "5m",
+         "Longest a tensor-engine worker waits on a collective, a store or an actor result.", _M),
 )
 
 KEYS: dict[str, ConfigKey] = {key.name: key for key in _TABLE}

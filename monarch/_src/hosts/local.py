@@ -124,10 +124,19 @@ class LocalHostAgent:
 
     # ---- spawning ---------------------------------------------------------------------------
     def spawn_procs(
-        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+        self,
+        hosts: list[int],
+        per_host: int,
+        bootstrap: Callable[[], Any] | None,
+        *,
+        proc_ids: list[str] | None = None,
+        spec: dict[str, Any] | None = None,
     ) -> ProcTable:
+        """Fork `len(hosts) * per_host` procs. A served remote host (`hosts/served.py`) passes
+        the ids its client chose and `spec` entries (root, listen address, config) to override."""
         n = len(hosts) * per_host
-        proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
+        if proc_ids is None:
+            proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
         table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
         payload = encode(bootstrap) if bootstrap is not None else None
         common = {
@@ -140,6 +149,7 @@ class LocalHostAgent:
             "env": dict(os.environ),
             # Merged value: under IPython it is on by default here, which a proc cannot see.
             "log_forwarding": bool(config_get("enable_log_forwarding")),
+            **(spec or {}),
         }
         with self._lock:
             if self._closed:

@@ -118,7 +118,12 @@ class HostMesh(MeshTrait):
 
     @property
     def initialized(self) -> Future[bool]:
-        return Future._from_value(True)
+        """Resolves to True once every host is connected (remote hosts: raises naming one that
+        could not be reached)."""
+        connected = getattr(self._agent, "connected", None)
+        if connected is None:
+            return Future._from_value(True)
+        return Future._create(connected(), lambda _: True)
 
     def shutdown(self) -> Future[None]:
         """Stop every proc of these hosts; the host mesh cannot be used afterwards."""
@@ -133,7 +138,8 @@ class HostMesh(MeshTrait):
         """Stop the procs of this host mesh; the hosts stay usable."""
         if not self._owned:
             raise RuntimeError("cannot stop `HostMesh` that is a reference instead of owned")
-        return Future._create(self._agent.shutdown())
+        # Remote hosts stay attached on stop (`stop_all`); the local agent has only shutdown.
+        return Future._create(getattr(self._agent, "stop_all", self._agent.shutdown)())
 
     async def __aenter__(self) -> HostMesh:
         return self

@@ -102,13 +102,37 @@ def _start_controller_runtime() -> None:
 
 
 def _listen_address() -> str | None:
-    """An explicit `default_transport` address, else None: the transport picks tcp or tls."""
-    from monarch._src.config import get as config_get  # config is stdlib-only and cheap
+    """An explicit `default_transport` address; for `TcpWithHostname` this machine's routable
+    address; else None: the transport picks tcp or tls on loopback."""
+    # config is stdlib-only and cheap
+    from monarch._src.config import ChannelTransport, get as config_get
 
     transport = config_get("default_transport")
     if isinstance(transport, str) and "://" in transport:
         return transport
+    if transport is ChannelTransport.TcpWithHostname:
+        # Reachable from other machines (remote hosts attached later dial back to it).
+        scheme = "tls" if config_get("enable_tls") else "tcp"
+        return f"{scheme}://{routable_ip()}:0"
     return None
+
+
+def routable_ip() -> str:
+    """This machine's address on its default route (no packet is sent), else its hostname's."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.123", 9))  # TEST-NET-1: only the routing table is consulted
+            ip = str(s.getsockname()[0])
+            if ip != "0.0.0.0":
+                return ip
+        except OSError:
+            pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
 
 
 def install_proc_runtime(loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str) -> Runtime:

@@ -1,0 +1,73 @@
+"""Worker addresses: parsing, loopback checks and the `ca` argument of the attach API.
+
+Hosts are dialed over Dask's comm layer, which has `tcp://` and `tls://` but no `ipc://`
+sockets, so a worker address is `tcp://host:port` (or `tls://host:port`, or bare `host:port`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+__all__ = ["TRUST_ALL", "check_ca", "host_of", "is_loopback", "parse_worker_address"]
+
+TRUST_ALL = "trust_all_connections"
+_LOOPBACK_NAMES = ("localhost",)
+
+def parse_worker_address(
+    address: str, *, what: str = "attach_to_workers", wildcard: bool = False
+) -> tuple[str, str, int]:
+    """Split a worker address `tcp://host:port` (or `tls://`, or bare `host:port`) into
+    (scheme, host, port); ValueError saying what is accepted otherwise. `wildcard` admits
+    `0.0.0.0` (a worker listening on every interface), never a client's dial address."""
+    if not isinstance(address, str):
+        raise TypeError(f"{what}: a worker address must be a str such as 'tcp://host:26600'; "
+                        f"got {type(address).__name__} {address!r}.")
+    text = address.strip()
+    scheme, sep, rest = text.partition("://")
+    if not sep:
+        scheme, rest = "tcp", text
+    if scheme not in ("tcp", "tls"):
+        raise ValueError(
+            f"{what}: worker address {address!r} uses the scheme {scheme!r}; this version "
+            "connects hosts over 'tcp://host:port' (or 'tls://host:port' with enable_tls)."
+        )
+    host, colon, port = rest.rpartition(":")
+    host = host.strip("[]")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(
+            f"{what}: worker address {address!r} needs a host and a port, as in "
+            "'tcp://10.0.0.5:26600'."
+        )
+    if host == "*" or (host in ("0.0.0.0", "::") and not wildcard):
+        raise ValueError(
+            f"{what}: worker address {address!r} is a wildcard; give the host's own address "
+            "(the one clients dial)."
+        )
+    return scheme, host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """True for `localhost` and addresses in 127.0.0.0/8 or ::1."""
+    if host in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_of(address: str) -> str:
+    """The host part of `scheme://host:port`, without IPv6 brackets."""
+    rest = address.partition("://")[2] or address
+    return rest.rpartition(":")[0].strip("[]")
+
+
+def check_ca(ca: str, private_key: Any, what: str) -> None:
+    """Only `ca="trust_all_connections"` without a private key is implemented."""
+    if ca != TRUST_ALL or private_key is not None:
+        raise NotImplementedError(
+            f"{what}: only ca='{TRUST_ALL}' and private_key=None are supported; for "
+            "encrypted, authenticated connections configure enable_tls with tls_ca_file, "
+            "tls_cert_file and tls_key_file on every host and the client."
+        )

@@ -1,0 +1,175 @@
+"""Remote hosts, the public entry points: host meshes over monarch hosts on other machines.
+
+* `attach_to_workers(ca=..., workers=[...])`: a `HostMesh` (dimension `hosts`) over processes
+  running `run_worker_loop_forever` / `monarch worker`, driven by a `RemoteHostAgent`
+  (`hosts/remote_agent.py`); the worker side is `HostServer` (`hosts/served.py`).
+* `hosts_from_dask(target)`: one host per machine of a Dask cluster (`hosts/dask.py`).
+* `hosts_from_config(name)`: a scheduler address from the environment or config file, else a
+  stand-in of two local worker processes (`hosts/local_workers.py`).
+
+A remote host must be able to reach this client: a client listening on loopback can only use
+hosts on loopback; `enable_transport("tcp")` (or an explicit `"tcp://ip:0"`) before monarch
+starts makes it listen on a routable address.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any, Callable, Sequence
+
+from monarch._src.config import configure, parse_transport
+from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_address
+from monarch._src.hosts.local_workers import LocalWorkers
+from monarch._src.hosts.remote_agent import RemoteHostAgent
+from monarch._src.mesh.host_mesh import HostMesh
+from monarch._src.runtime.runtime import get_runtime, runtime_if_started
+from monarch._src.shape import Shape, Slice
+
+__all__ = [
+    "BootstrapCommand",
+    "LocalWorkers",
+    "RemoteHostAgent",
+    "TRUST_ALL",
+    "attach_to_workers",
+    "default_bootstrap_cmd",
+    "hosts_from_config",
+    "hosts_from_dask",
+    "parse_worker_address",
+    "run_worker_loop_forever",
+]
+
+
+
+def attach_to_workers(
+    *,
+    ca: str,
+    workers: Sequence[Any],
+    private_key: Any = None,
+    name: str | None = None,
+) -> HostMesh:
+    """A host mesh (one dimension, `hosts`) over running worker hosts; never blocks.
+
+    `workers` are addresses (`tcp://host:port`) of processes running
+    `run_worker_loop_forever` / `monarch worker`, or futures of them. Only
+    `ca="trust_all_connections"` is accepted (use `enable_tls` for TLS). `HostMesh.initialized`
+    raises naming a host that could not be attached.
+    """
+    check_ca(ca, private_key, "attach_to_workers")
+    if isinstance(workers, (str, bytes)) or not isinstance(workers, Sequence):
+        raise TypeError("attach_to_workers: workers must be a list of addresses such as "
+                        f"['tcp://10.0.0.5:26600']; got {type(workers).__name__}.")
+    if not workers:
+        raise ValueError("attach_to_workers: workers is empty; give at least one address.")
+    for w in workers:
+        if isinstance(w, str):
+            parse_worker_address(w)
+    return _attach(list(workers), name)
+
+
+def _attach(targets: list[Any], name: str | None,
+            on_shutdown: Callable[[], None] | None = None) -> HostMesh:
+    agent = RemoteHostAgent(get_runtime(), targets, name, on_shutdown)
+    shape = Shape(["hosts"], Slice.new_row_major([len(targets)]))
+    return HostMesh._create(agent, shape, True)  # type: ignore[arg-type]
+
+
+def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> None:
+    """Turn this process into a host: serve one client at a time at `address`; blocks.
+
+    A client that disconnects (or stops answering for `host_heartbeat_timeout`) has its procs
+    stopped, then the next client is served. Returns when a client shuts the host mesh down.
+    """
+    check_ca(ca, private_key, "run_worker_loop_forever")
+    scheme, host, port = parse_worker_address(address, what="run_worker_loop_forever",
+                                              wildcard=True)
+    if runtime_if_started() is not None:
+        raise RuntimeError(
+            "run_worker_loop_forever must be the first monarch call of its process: this "
+            "process's runtime already started, so it cannot listen at "
+            f"{address!r}. Run it in a process of its own (e.g. `monarch worker`)."
+        )
+    listen = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
+    configure(default_transport=parse_transport(listen))
+    from monarch._src.hosts.served import HostServer
+
+    server = HostServer(get_runtime(), exit_on_shutdown=True)
+    while not server.exited.wait(timeout=1.0):
+        pass
+
+
+def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:
+    """A host mesh with one host per machine of a Dask cluster (dimension `hosts`).
+
+    `target` is a `distributed.Client`, a scheduler address (`tcp://host:8786`) or a cluster
+    manager such as `LocalCluster`; see `monarch._src.hosts.dask`.
+    """
+    from monarch._src.hosts.dask import hosts_from_dask as _from_dask
+
+    return _from_dask(target, name=name)
+
+
+def hosts_from_config(name: str) -> HostMesh:
+    """Hosts named by the environment variable (or config file key) `name`.
+
+    Its value is a Dask scheduler address (`tcp://host:8786`): one host per machine of that
+    cluster (see `hosts_from_dask`). Without one, a stand-in of two local worker processes,
+    stopped when the host mesh shuts down or monarch exits.
+    """
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"hosts_from_config takes the name of an environment variable such as "
+                        f"'MONARCH_HOSTS'; got {name!r}.")
+    address = os.environ.get(name) or _from_config_file(name)
+    if address:
+        return hosts_from_dask(address, name=name)
+    workers = LocalWorkers(2)
+    try:
+        return _attach(list(workers.futures()), name, on_shutdown=workers.close)
+    except BaseException:
+        workers.close()
+        raise
+
+
+def _from_config_file(name: str) -> str | None:
+    """`name` as a key of the `[hosts]` table in the file named by MONARCH_CONFIG_FILE."""
+    path = os.environ.get("MONARCH_CONFIG_FILE")
+    if not path or not os.path.exists(path):
+        return None
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    value = data.get("hosts", {}).get(name)
+    return str(value) if value else None
+
+
+class BootstrapCommand:
+    """How a remote proc (a `monarch worker`) is started: program, argv[0], args and env."""
+
+    def __init__(self, program: str, arg0: str, args: list[str], env: dict[str, str]) -> None:
+        self.program = program
+        self.arg0 = arg0
+        self.args = list(args)
+        self.env = dict(env)
+
+    def with_env(self, env: dict[str, str]) -> BootstrapCommand:
+        """A copy with `env` added to the environment."""
+        return BootstrapCommand(self.program, self.arg0, self.args, {**self.env, **env})
+
+    def argv(self) -> list[str]:
+        """The full command line."""
+        return [self.program, *self.args]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, BootstrapCommand) and vars(self) == vars(other)
+
+    def __repr__(self) -> str:
+        return (f"BootstrapCommand(program={self.program!r}, arg0={self.arg0!r}, "
+                f"args={self.args!r}, env={self.env!r})")
+
+
+def default_bootstrap_cmd() -> BootstrapCommand:
+    """The command that turns a machine into a monarch host with this interpreter (add
+    `--address tcp://host:port` or `--dask-scheduler tcp://...`)."""
+    return BootstrapCommand(sys.executable, sys.executable,
+                            ["-m", "monarch._src.hosts.worker_cli"], {})

@@ -1,0 +1,502 @@
+"""The client's side of remote hosts: `RemoteHostAgent`, the `HostAgent` of attached hosts.
+
+Each host is a process serving as a monarch host (`hosts/served.py`). The agent implements the
+`HostAgent` protocol of `mesh/host_mesh.py` by sending control operations to those servers:
+
+* attaching (`host_attach`) happens in the background; `HostMesh.initialized` waits for it and
+  raises naming the host that could not be reached;
+* `spawn_procs` returns at once with a `ProcTable` of pending keys; the servers fork the procs,
+  which listen on the host's address; `proc_ready`, proc exits and (with log forwarding) output
+  are forwarded back (`remote_proc_ready`, `remote_proc_failed`, `remote_log`);
+* every `host_heartbeat_interval` each host is pinged; a host silent for
+  `host_heartbeat_timeout`, a broken connection to it, or (Dask) the scheduler removing its
+  worker makes every rank on it fail: a supervision event per rank, like a proc death.
+
+Rejected alternative: running the remote procs' supervision on the hosts and forwarding only
+`MeshFailure`s. Owners, the ownership tree and `ProcTable.failed` live in the client, so hosts
+forward facts (ready, exited with a status, output) and the client reports as for local procs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import itertools
+import os
+import sys
+import threading
+import uuid
+from typing import Any, Callable, Sequence
+
+from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
+from monarch._src.hosts.addresses import host_of, is_loopback, parse_worker_address
+from monarch._src.mesh.controller import root_address
+from monarch._src.mesh.logs import LogSink
+from monarch._src.mesh.ownership import tree
+from monarch._src.mesh.proc_mesh import ProcTable
+from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.ports import CountPort, OncePort, _Entry, decode_reply
+from monarch._src.runtime.runtime import Runtime
+from monarch._src.supervision.errors import SupervisionError
+
+__all__ = ["RemoteHostAgent"]
+
+_STOPPED_REPORT = "actor mesh is stopped due to proc mesh shutdown"
+
+class _Host:
+    """One attached host, as the client sees it."""
+
+    def __init__(self, rank: int, target: str | Any) -> None:
+        self.rank = rank
+        self.target = target  # an address, or a future of one
+        self.addr: str | None = None  # the host server's address, once known
+        self.connected: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
+        self.lost: str | None = None  # why the host was lost, once it was
+        self.unanswered: float | None = None  # loop time of the oldest unanswered ping
+        self.detached = False
+
+    @property
+    def label(self) -> str:
+        return self.addr or (self.target if isinstance(self.target, str) else f"#{self.rank}")
+
+
+class _Placed:
+    """Where each rank of one proc table lives: host rank per table rank, and proc ids."""
+
+    def __init__(self, table_id: str, host_of_rank: list[int], proc_ids: list[str]) -> None:
+        self.table_id = table_id
+        self.host_of_rank = host_of_rank
+        self.proc_ids = proc_ids
+
+
+class RemoteHostAgent:
+    """The `HostAgent` of an attached host mesh: forwards its work to remote host servers.
+
+    Public methods run on any thread but the runtime loop.
+    """
+
+    def __init__(self, rt: Runtime, targets: Sequence[Any], name: str | None,
+                 on_shutdown: Callable[[], None] | None = None) -> None:
+        self.rt = rt
+        self.name = name or "hosts"
+        self.hosts = [_Host(i, t) for i, t in enumerate(targets)]
+        self.logs = LogSink()
+        self._tables: dict[int, tuple[ProcTable, _Placed]] = {}  # id(table) -> placement
+        self._lock = threading.Lock()
+        self._closed = False
+        self._on_shutdown = on_shutdown
+        _install(rt)
+        for host in self.hosts:
+            rt.submit(self._connect(host))
+        rt.shutdown_hooks.append(self.close)
+
+    # ---- connecting -------------------------------------------------------------------------
+    async def _connect(self, host: _Host) -> None:
+        try:
+            target = host.target
+            if not isinstance(target, str):
+                target = await _resolve(target)
+            scheme, h, port = parse_worker_address(target)
+            host.addr = f"{scheme}://{'[' + h + ']' if ':' in h else h}:{port}"
+            me = host_of(self.rt.address)
+            if is_loopback(me) and not is_loopback(h):
+                raise RuntimeError(
+                    f"this client listens on {self.rt.address} (loopback), which the host at "
+                    f"{host.addr} cannot reach. Call monarch.actor.enable_transport('tcp') (or "
+                    "enable_transport('tcp://<this machine's address>:0')) before any other "
+                    "monarch call."
+                )
+            await _probe(h, port)
+            entry = OncePort()
+            port_addr = self.rt.mailbox.open_port(entry, (host.addr,))
+            self.rt.mailbox.post(host.addr, (
+                CONTROL, "host_attach", (self.rt.address, root_address(self.rt), h), port_addr))
+            timeout = duration_seconds("mesh_attach_config_timeout")
+            try:
+                info = decode_reply(await asyncio.wait_for(asyncio.wrap_future(entry.cf),
+                                                           timeout))
+            except asyncio.TimeoutError:
+                self.rt.mailbox.close_port(port_addr)
+                raise RuntimeError(f"no answer within {timeout:g}s (is it serving another "
+                                   "client?)") from None
+        except BaseException as exc:
+            err = RuntimeError(f"could not attach to the host {host.label}: {_why(exc)}")
+            host.lost = str(err)
+            host.connected.set_exception(err)
+            return
+        _agents_by_host.setdefault(host.addr, []).append(self)
+        host.connected.set_result(info)
+        self.rt.loop.create_task(self._watch(host))
+
+    def connected(self) -> concurrent.futures.Future[None]:
+        """Completes once every host is attached; fails naming the first that was not."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        left = [len(self.hosts)]
+        lock = threading.Lock()
+
+        def one(f: concurrent.futures.Future[Any]) -> None:
+            with lock:
+                if done.done():
+                    return
+                exc = f.exception()
+                if exc is not None:
+                    done.set_exception(exc)
+                    return
+                left[0] -= 1
+                if left[0] == 0:
+                    done.set_result(None)
+
+        if not self.hosts:
+            done.set_result(None)
+        for host in self.hosts:
+            host.connected.add_done_callback(one)
+        return done
+
+    # ---- health -----------------------------------------------------------------------------
+    async def _watch(self, host: _Host) -> None:
+        loop = self.rt.loop
+        assert host.addr is not None
+        while host.lost is None and not host.detached:
+            await asyncio.sleep(duration_seconds("host_heartbeat_interval"))
+            if host.lost is not None or host.detached:
+                break
+            timeout = duration_seconds("host_heartbeat_timeout")
+            now = loop.time()
+            if host.unanswered is not None and now - host.unanswered > timeout:
+                self.host_lost(host, f"no heartbeat for {now - host.unanswered:.1f}s "
+                                     f"(host_heartbeat_timeout {timeout:g}s)")
+                break
+            if host.unanswered is None:
+                host.unanswered = now
+            port = self.rt.mailbox.open_port(_HostPong(host))
+            self.rt.mailbox.post(host.addr, (CONTROL, "ping", (), port))
+
+    def host_lost(self, host: _Host, reason: str) -> None:
+        """Every rank on `host` fails: one supervision event per rank (runtime loop)."""
+        if host.lost is not None or host.detached:
+            return
+        host.lost = f"the host {host.label} was lost: {reason}"
+        report = f"the process this actor was running on failed: {host.lost}"
+        with self._lock:
+            placed = list(self._tables.values())
+        for table, where in placed:
+            if table.stopped is not None:
+                continue
+            for rank, h in enumerate(where.host_of_rank):
+                if h == host.rank and rank not in table.failed:
+                    self._proc_failed(table, rank, report)
+        if host.addr is not None:
+            self.rt.mailbox.mark_dead(host.addr, SupervisionError(report))
+
+    def lost_by_address(self, addr: str, reason: str) -> None:
+        """The host whose server listens at `addr` is gone (any thread)."""
+        for host in self.hosts:
+            if host.addr == addr:
+                self.rt.call_soon(self.host_lost, host, reason)
+
+    # ---- spawning ---------------------------------------------------------------------------
+    def spawn_procs(
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+    ) -> ProcTable:
+        """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks."""
+        if self._closed:
+            raise RuntimeError("HostMesh has already been shut down")
+        tag = uuid.uuid4().hex[:8]
+        counter = itertools.count()
+        proc_ids = [f"{self.rt.proc_id}.{tag}.{next(counter)}" for _ in hosts for _ in
+                    range(per_host)]
+        host_of_rank = [h for h in hosts for _ in range(per_host)]
+        table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
+        table_id = f"{tag}"
+        placed = _Placed(table_id, host_of_rank, proc_ids)
+        with self._lock:
+            self._tables[id(table)] = (table, placed)
+        for rank, proc_id in enumerate(proc_ids):
+            _procs[proc_id] = (self, table, rank)
+        spec = {
+            "root": root_address(self.rt),
+            "sys_path": list(sys.path),
+            "cwd": os.getcwd(),
+            "config": runtime_snapshot(),
+            "bootstrap": encode(bootstrap) if bootstrap is not None else None,
+            "log_forwarding": bool(config_get("enable_log_forwarding")),
+        }
+        for i, h in enumerate(hosts):
+            ids = proc_ids[i * per_host:(i + 1) * per_host]
+            self.rt.submit(self._spawn_on(self.hosts[h], table, table_id, ids, spec,
+                                          i * per_host))
+        return table
+
+    async def _spawn_on(self, host: _Host, table: ProcTable, table_id: str, ids: list[str],
+                        spec: dict[str, Any], first: int) -> None:
+        try:
+            await asyncio.wrap_future(host.connected)
+            if host.lost is not None:
+                raise RuntimeError(host.lost)
+        except BaseException as exc:
+            for k in range(len(ids)):
+                self._never_started(table, first + k, f"{_why(exc)}")
+            return
+        if table.stopped is not None:
+            return
+        assert host.addr is not None
+        self.rt.mailbox.post(host.addr, (
+            CONTROL, "host_spawn", (self.rt.address, table_id, ids, spec), None))
+
+    def _never_started(self, table: ProcTable, rank: int, report: str) -> None:
+        if rank in table.failed:
+            return
+        table.fail(rank, report)
+        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+
+    def _proc_ready(self, table: ProcTable, rank: int, addr: str, pid: int,
+                    error: str | None) -> None:
+        key = table.keys[rank]
+        if error is not None:
+            self._never_started(table, rank, error)
+            return
+        if not key.startswith(PENDING_PREFIX):
+            return
+        table.resolve(rank, addr, pid)
+        self.rt.mailbox.resolve(key, addr)
+
+    def _proc_exited(self, table: ProcTable, rank: int, report: str) -> None:
+        if table.stopped is not None:
+            self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(_STOPPED_REPORT))
+        elif rank not in table.failed:
+            self._proc_failed(table, rank, report)
+
+    def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
+        """Rank `rank` failed: record it, tell the owners, fail what waits on it (loop)."""
+        table.fail(rank, report)
+        told = False
+        for mesh_key, name, creator_key, ranks in table.actor_meshes:
+            if rank in ranks:
+                self._supervise(creator_key, name, mesh_key, ranks.index(rank), report)
+                told = True
+        if not told:
+            self._supervise(table.owner_key, table.name, table.mesh_key, rank, report)
+        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+
+    def _supervise(self, owner_key: str | None, mesh_name: str, mesh_key: str, rank: int,
+                   report: str) -> None:
+        self.rt.mailbox.post(self.rt.address, (
+            CONTROL, "supervise", (owner_key, mesh_name, mesh_key, rank, report), None))
+
+    # ---- logs -------------------------------------------------------------------------------
+    def _log(self, table: ProcTable, proc_id: str, fd: int, text: str) -> None:
+        if table.log_stream:
+            self.logs.write(proc_id, table.mesh_key, fd, text, table.log_window)
+
+    def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
+        """A barrier: returns once every line the procs wrote so far was written here."""
+        return self.rt.submit(self._ask_all("host_flush_logs", ()))
+
+    def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
+        """Set the Python logging level in every live proc of `table`."""
+        async def send() -> None:
+            keys = [k for i, k in enumerate(table.keys)
+                    if not k.startswith(PENDING_PREFIX) and i not in table.failed]
+            entry = CountPort(len(keys))
+            port = self.rt.mailbox.open_port(entry, tuple(keys))
+            for key in keys:
+                self.rt.mailbox.post(key, (CONTROL, "log_level", (level,), port))
+            await asyncio.wait_for(asyncio.wrap_future(entry.cf),
+                                   duration_seconds("process_exit_timeout"))
+
+        return self.rt.submit(send())
+
+    async def _ask_all(self, op: str, args: tuple[Any, ...],
+                       hosts: list[_Host] | None = None) -> None:
+        """Send `op` to every live attached host and wait (bounded) for their answers."""
+        waits = []
+        for host in hosts if hosts is not None else self.hosts:
+            if host.addr is None or host.lost is not None or not host.connected.done() \
+                    or host.connected.exception() is not None:
+                continue
+            entry = OncePort()
+            port = self.rt.mailbox.open_port(entry, (host.addr,))
+            self.rt.mailbox.post(host.addr, (CONTROL, op, args, port))
+            waits.append(_settled(entry.cf))
+        if waits:
+            await asyncio.wait(waits, timeout=3 * duration_seconds("process_exit_timeout"))
+        if op == "host_flush_logs":
+            self.logs.flush_due(force=True)
+
+    # ---- stopping ---------------------------------------------------------------------------
+    def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
+        """Stop the procs of `table` through their hosts (bounded); stopped is not failed."""
+        if table.stopped is None:
+            table.stopped = reason
+            tree.stopping(table.mesh_key)
+            for mesh_key, *_ in table.actor_meshes:
+                tree.stopping(mesh_key)
+        return self.rt.submit(self._stop(table, reason))
+
+    async def _stop(self, table: ProcTable, reason: str) -> None:
+        with self._lock:
+            found = self._tables.pop(id(table), None)
+        if found is None:
+            return
+        placed = found[1]
+        mailbox = self.rt.mailbox
+        if config_get("enable_log_forwarding"):
+            await self._ask_all("host_flush_logs", ())
+        for key in table.keys:
+            if not key.startswith(PENDING_PREFIX):
+                mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
+        on = sorted(set(placed.host_of_rank))
+        await self._ask_all("host_stop", (placed.table_id, reason), [self.hosts[h] for h in on])
+        for key in table.keys:
+            mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+        for proc_id in placed.proc_ids:
+            _procs.pop(proc_id, None)
+
+    def stop_all(self) -> concurrent.futures.Future[None]:
+        """Stop every proc started through this agent; the hosts stay attached."""
+        with self._lock:
+            tables = [t for t, _ in self._tables.values()]
+        futures = [self.stop_procs(t, "host mesh stopped") for t in tables]
+
+        async def all_done() -> None:
+            if futures:
+                await asyncio.wait([asyncio.wrap_future(f) for f in futures])
+
+        return self.rt.submit(all_done())
+
+    def shutdown(self) -> concurrent.futures.Future[None]:
+        """Stop every proc, then detach from the hosts (`monarch worker` processes exit)."""
+        self._closed = True
+        stopped = self.stop_all()
+
+        async def detach() -> None:
+            await asyncio.wrap_future(stopped)
+            await self._ask_all("host_detach", (True,))
+            for host in self.hosts:
+                host.detached = True
+                attached = _agents_by_host.get(host.addr or "", [])
+                if self in attached:
+                    attached.remove(self)
+            if self._on_shutdown is not None:
+                on_shutdown, self._on_shutdown = self._on_shutdown, None
+                await asyncio.get_running_loop().run_in_executor(None, on_shutdown)
+
+        return self.rt.submit(detach())
+
+    def close(self, timeout: float = 5.0) -> None:
+        """At exit: shut down, bounded by `timeout`."""
+        if all(h.detached for h in self.hosts) and self._on_shutdown is None:
+            return
+        try:
+            self.shutdown().result(timeout=timeout)
+        except Exception:  # at exit, the hosts notice the lost client and clean up themselves
+            pass
+
+
+class _HostPong(_Entry):
+    """The answer to one ping of a host."""
+
+    def __init__(self, host: _Host) -> None:
+        self.host = host
+
+    def deliver(self, payload: Any, rank: int | None, status: int) -> None:
+        self.closed = True
+        self.host.unanswered = None
+
+    def fail(self, exc: BaseException) -> None:
+        self.closed = True
+
+
+# ---- control handlers of the client (one set per runtime) ------------------------------------
+# proc id -> (agent, table, rank), for procs started on remote hosts by this process.
+_procs: dict[str, tuple[RemoteHostAgent, ProcTable, int]] = {}
+# host server address -> agents attached to it, to find whom a lost connection concerns.
+_agents_by_host: dict[str, list[RemoteHostAgent]] = {}
+_installed: set[int] = set()
+
+
+def _install(rt: Runtime) -> None:
+    if id(rt) in _installed:
+        return
+    _installed.add(id(rt))
+
+    def ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        proc_id, addr, pid, error = args
+        found = _procs.get(proc_id)
+        if found is not None:
+            agent, table, rank = found
+            agent._proc_ready(table, rank, addr, pid, error)
+
+    def failed(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        proc_id, report = args
+        found = _procs.get(proc_id)
+        if found is not None:
+            agent, table, rank = found
+            agent._proc_exited(table, rank, report)
+
+    def log(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        proc_id, fd, text = args
+        found = _procs.get(proc_id)
+        if found is not None:
+            found[0]._log(found[1], proc_id, fd, text)
+
+    def peer_lost(peer: str, err: BaseException) -> None:
+        for agent in list(_agents_by_host.get(peer, ())):
+            for host in agent.hosts:
+                if host.addr == peer:
+                    agent.host_lost(host, f"the connection to it broke: {err}")
+
+    rt.mailbox.control.update(remote_proc_ready=ready, remote_proc_failed=failed,
+                              remote_log=log)
+    rt.mailbox.on_peer_lost.append(peer_lost)
+
+
+async def _resolve(target: Any) -> str:
+    """The address a worker future resolves to (a monarch Future or a concurrent one)."""
+    if isinstance(target, concurrent.futures.Future):
+        return str(await asyncio.wrap_future(target))
+    if asyncio.isfuture(target):
+        return str(await target)
+    get = getattr(target, "get", None)
+    if get is None:
+        raise TypeError(f"attach_to_workers: a worker must be an address or a future of one; "
+                        f"got {type(target).__name__}.")
+    timeout = duration_seconds("mesh_attach_config_timeout")
+    loop = asyncio.get_running_loop()
+    return str(await loop.run_in_executor(None, lambda: get(timeout=timeout)))
+
+
+async def _probe(host: str, port: int) -> None:
+    """Fail fast, naming the reason, when nothing listens at host:port: connection refused
+    for `host_heartbeat_timeout`, or no TCP answer at all within it."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + duration_seconds("host_heartbeat_timeout")
+    while True:
+        left = deadline - loop.time()
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
+                                               max(left, 0.1))
+        except (OSError, asyncio.TimeoutError) as exc:
+            if isinstance(exc, ConnectionRefusedError) and loop.time() < deadline:
+                await asyncio.sleep(0.1)
+                continue
+            raise RuntimeError(f"nothing answers at {host}:{port} "
+                               f"({_why(exc)})") from None
+        writer.close()
+        return
+
+
+def _why(exc: BaseException) -> str:
+    text = str(exc)
+    return text if text else type(exc).__name__
+
+
+def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
+    async def wait() -> None:
+        try:
+            await asyncio.wrap_future(cf)
+        except BaseException:
+            pass
+
+    return asyncio.get_running_loop().create_task(wait())

@@ -1,0 +1,271 @@
+"""The worker side of a remote host: a host agent that serves one client at a time.
+
+A `HostServer` lives in a process that is a monarch host for somebody else: the `monarch worker`
+command (`run_worker_loop_forever`) or a Dask worker hosting the agent through a worker plugin
+(`hosts/dask.py`). It owns a `ServedAgent`, a `LocalHostAgent` whose zygote forks the procs, and
+answers these control operations from its client (`hosts/remote.py` is the other end):
+
+* `host_attach(client, root, dialed_host)`: become that client's host; a second client waits in
+  line until the first one detached or was lost;
+* `host_spawn(table_id, proc_ids, spec)`: fork procs whose `proc_ready`, exits and output are
+  forwarded to the client (`remote_proc_ready`, `remote_proc_failed`, `remote_log`);
+* `host_stop(table_id, reason)`: stop one proc table; `host_flush_logs()`: a log barrier;
+* `host_detach(exit)`: stop every proc of the client and serve the next (or exit the loop).
+
+The server pings its client every `host_heartbeat_interval`; a client that stops answering for
+`host_heartbeat_timeout`, or whose connection breaks, is gone: its procs are stopped (killed
+after `process_exit_timeout`) and the next client is served.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+import threading
+from collections import deque
+from typing import Any
+
+import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
+from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.local import LocalHostAgent
+from monarch._src.mesh.proc_mesh import ProcTable
+from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.ports import _Entry
+from monarch._src.runtime.runtime import Runtime
+from monarch._src.supervision.errors import SupervisionError
+
+__all__ = ["HostServer", "ServedAgent"]
+
+logger = logging.getLogger(__name__)
+
+
+class ServedAgent(LocalHostAgent):
+    """A local host agent whose procs belong to a remote client: what happens to them is
+    forwarded to that client instead of being supervised here."""
+
+    def __init__(self, rt: Runtime, server: HostServer) -> None:
+        super().__init__(rt)
+        self.server = server
+
+    def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        super()._proc_ready(peer, args, reply)
+        self.server.forward(args[0], "remote_proc_ready", args)
+
+    def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
+        table.fail(rank, report)
+        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+        proc_id = self.server.proc_id_of(table, rank)
+        if proc_id is not None:
+            self.server.forward(proc_id, "remote_proc_failed", (proc_id, report))
+
+    def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        self.server.forward(args[0], "remote_log", args)
+
+
+class HostServer:
+    """Serves one client at a time on this process's runtime (see the module docstring)."""
+
+    def __init__(self, rt: Runtime, *, exit_on_shutdown: bool) -> None:
+        self.rt = rt
+        self.exit_on_shutdown = exit_on_shutdown
+        self.agent = ServedAgent(rt, self)
+        self.client: str | None = None  # address of the client served now
+        self.dialed_host = "127.0.0.1"  # the host part of the address the client dialed
+        self.exited = threading.Event()  # set once a client asked this host to exit
+        self._queue: deque[tuple[tuple[Any, ...], Any]] = deque()  # attaches waiting in line
+        self._tables: dict[str, ProcTable] = {}  # client's table id -> procs forked here
+        self._ids: dict[int, list[str]] = {}  # id(table) -> proc ids by local rank
+        self._owner: dict[str, str] = {}  # proc id -> client address
+        self._watch: asyncio.Task[None] | None = None
+        self._unanswered: float | None = None  # loop time of the oldest unanswered ping
+        rt.mailbox.control.update(
+            host_attach=self._attach,
+            host_spawn=self._spawn,
+            host_stop=self._stop,
+            host_flush_logs=self._flush_logs,
+            host_detach=self._detach,
+        )
+        rt.mailbox.on_peer_lost.append(self._peer_lost)
+        # Start the fork server now: it imports the proc runtime while no client waits, so a
+        # client's first spawn_procs only forks (as the controller's prestarted zygote does).
+        with self.agent._lock:
+            self.agent._ensure_zygote()
+
+    @property
+    def address(self) -> str:
+        return self.rt.address
+
+    # ---- forwarding -------------------------------------------------------------------------
+    def forward(self, proc_id: str, op: str, args: tuple[Any, ...]) -> None:
+        """Send control `op` about `proc_id` to the client that owns that proc, if alive."""
+        client = self._owner.get(proc_id)
+        if client is not None and not self.rt.mailbox.is_dead(client):
+            self.rt.mailbox.post(client, (CONTROL, op, args, None))
+
+    def proc_id_of(self, table: ProcTable, rank: int) -> str | None:
+        """The client's id of the proc at `rank` of a table forked here."""
+        ids = self._ids.get(id(table))
+        return ids[rank] if ids is not None and rank < len(ids) else None
+
+    # ---- control operations (runtime loop) ---------------------------------------------------
+    def _attach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        if self.client is not None and self.client != args[0]:
+            # One client at a time: wait in line; check now whether the current one is alive.
+            self._queue.append((args, reply))
+            self._ping_client()
+            return
+        self._serve(args, reply)
+
+    def _serve(self, args: tuple[Any, ...], reply: Any) -> None:
+        client, root, dialed_host = args
+        self.client = client
+        self.dialed_host = dialed_host
+        self._unanswered = None
+        if self._watch is None or self._watch.done():
+            self._watch = self.rt.loop.create_task(self._watch_client())
+        self.rt.mailbox.reply(reply, {
+            "pid": os.getpid(),
+            "hostname": _hostname(),
+            "address": self.address,
+            "python": sys.executable,
+        })
+
+    def _spawn(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        client, table_id, proc_ids, spec = args
+        if client != self.client:
+            for proc_id in proc_ids:
+                self.rt.mailbox.post(client, (CONTROL, "remote_proc_ready", (
+                    proc_id, "", 0, f"host {self.address} is serving another client"), None))
+            return
+        spec = dict(spec)
+        spec["listen"] = _listen_address(self.dialed_host)
+        spec["sys_path"] = _merge_paths(spec.get("sys_path", []))
+        if not os.path.isdir(spec.get("cwd", "")):
+            spec["cwd"] = os.getcwd()
+        spec["env"] = dict(os.environ)
+        for proc_id in proc_ids:
+            self._owner[proc_id] = client
+        table = self.agent.spawn_procs([0], len(proc_ids), None, proc_ids=list(proc_ids),
+                                       spec=spec)
+        self._tables[table_id] = table
+        self._ids[id(table)] = list(proc_ids)
+
+    def _stop(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        table_id, reason = args
+        table = self._tables.pop(table_id, None)
+        if table is None:
+            if reply is not None:
+                self.rt.mailbox.reply(reply, None)
+            return
+        fut = self.agent.stop_procs(table, reason)
+        fut.add_done_callback(lambda _: self._answer(reply))
+
+    def _answer(self, reply: Any) -> None:
+        if reply is not None:
+            self.rt.call_soon(self.rt.mailbox.reply, reply, None)
+
+    def _flush_logs(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        fut = self.agent.flush_logs(list(self._tables.values()))
+        fut.add_done_callback(lambda _: self._answer(reply))
+
+    def _detach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        (exit_host,) = args
+        self.rt.loop.create_task(self._drop_client("the client detached", reply, exit_host))
+
+    # ---- the client's health ----------------------------------------------------------------
+    def _ping_client(self) -> None:
+        client = self.client
+        if client is None:
+            return
+        if self._unanswered is None:
+            self._unanswered = self.rt.loop.time()
+        port = self.rt.mailbox.open_port(_Pong(self, client), (client,))
+        self.rt.mailbox.post(client, (CONTROL, "ping", (), port))
+
+    async def _watch_client(self) -> None:
+        while self.client is not None:
+            await asyncio.sleep(duration_seconds("host_heartbeat_interval"))
+            if self.client is None:
+                break
+            asked = self._unanswered
+            timeout = duration_seconds("host_heartbeat_timeout")
+            if asked is not None and self.rt.loop.time() - asked > timeout:
+                await self._drop_client(f"the client {self.client} stopped answering for "
+                                        f"{timeout:g}s", None, False)
+                break
+            self._ping_client()
+
+    def _peer_lost(self, peer: str, err: BaseException) -> None:
+        if peer == self.client:
+            self.rt.loop.create_task(self._drop_client(f"lost the client {peer}: {err}", None,
+                                                       False))
+
+    async def _drop_client(self, reason: str, reply: Any, exit_host: bool) -> None:
+        """Stop every proc of the current client, answer `reply`, then serve the next one."""
+        client = self.client
+        if client is None:
+            if reply is not None:
+                self.rt.mailbox.reply(reply, None)
+            return
+        self.client = None
+        tables = list(self._tables.values())
+        self._tables.clear()
+        futures = [asyncio.wrap_future(self.agent.stop_procs(t, reason)) for t in tables]
+        if futures:
+            await asyncio.wait(futures, timeout=3 * duration_seconds("process_exit_timeout"))
+        self._owner = {p: c for p, c in self._owner.items() if c != client}
+        if reply is not None:
+            self.rt.mailbox.reply(reply, None)
+        if exit_host and self.exit_on_shutdown:
+            self.exited.set()
+            return
+        while self._queue and self.client is None:
+            args, waiting_reply = self._queue.popleft()
+            if not self.rt.mailbox.is_dead(args[0]):
+                self._serve(args, waiting_reply)
+
+
+class _Pong(_Entry):
+    """The client answered a ping: nothing is unanswered any more."""
+
+    def __init__(self, server: HostServer, client: str) -> None:
+        self.server = server
+        self.client = client
+
+    def deliver(self, payload: Any, rank: int | None, status: int) -> None:
+        self.closed = True
+        if self.server.client == self.client:
+            self.server._unanswered = None
+
+    def fail(self, exc: BaseException) -> None:
+        self.closed = True
+
+
+def _listen_address(dialed_host: str) -> str:
+    """Where this host's procs listen: `host_listen_address`, else the host the client used
+    to reach this one (so it can reach the procs the same way), on a free port."""
+    configured = config_get("host_listen_address")
+    if configured:
+        return str(configured)
+    scheme = "tls" if config_get("enable_tls") else "tcp"
+    return f"{scheme}://{_bracket(dialed_host)}:0"
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def _merge_paths(client_paths: list[str]) -> list[str]:
+    """The client's `sys.path` entries that exist here, then this process's own."""
+    merged = [p for p in client_paths if p == "" or os.path.isdir(p)]
+    merged += [p for p in sys.path if p not in merged]
+    return merged
+
+
+def _hostname() -> str:
+    import socket
+
+    return socket.gethostname()
+

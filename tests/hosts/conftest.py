@@ -1,0 +1,112 @@
+"""Fixtures for the remote-host tests: `monarch worker` processes on loopback addresses.
+
+Each worker is a real OS process running `run_worker_loop_forever` on its own loopback IP
+(127.0.0.2, 127.0.0.3, ...), so two workers on this machine look like two hosts. Host loss
+and proc death are provoked on purpose here, so, as in tests/faults, a catch-all fault hook sits
+under the per-test recorders for the whole package.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def wait_listening(proc: subprocess.Popen[bytes], host: str, port: int,
+                   timeout: float = 30.0) -> None:
+    """Poll (bounded) until `host:port` accepts connections; fail if `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker for {host}:{port} exited with {proc.returncode}")
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"worker for {host}:{port} did not listen within {timeout}s")
+
+
+def worker_env() -> dict[str, str]:
+    env = dict(os.environ, MONARCH_PRESTART="0", PYTHONPATH=REPO)
+    return env
+
+
+class Workers:
+    """`monarch worker --address` processes, one per loopback host."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.addresses: list[str] = []
+        for host in hosts:
+            port = free_port(host)
+            addr = f"tcp://{host}:{port}"
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address", addr],
+                env=worker_env(), stdin=subprocess.DEVNULL, cwd=REPO,
+            ))
+            self.addresses.append(addr)
+        for proc, host in zip(self.procs, hosts):
+            port = int(self.addresses[self.procs.index(proc)].rsplit(":", 1)[1])
+            wait_listening(proc, host, port)
+
+    def close(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
+@pytest.fixture
+def two_workers() -> Iterator[Workers]:
+    """Two fresh worker hosts (127.0.0.2 and 127.0.0.3), ended after the test."""
+    workers = Workers(["127.0.0.2", "127.0.0.3"])
+    try:
+        yield workers
+    finally:
+        workers.close()
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _stray_fault_guard() -> Iterator[None]:
+    import monarch.actor
+
+    def report_stray(failure: Any) -> None:
+        sys.stderr.write(f"tests/hosts: a fault arrived outside any recorder: {failure}\n")
+
+    original = monarch.actor.unhandled_fault_hook
+    monarch.actor.unhandled_fault_hook = report_stray
+    try:
+        yield
+    finally:
+        monarch.actor.unhandled_fault_hook = original
+
+
+@pytest.fixture
+def fast_host_heartbeats() -> Iterator[None]:
+    """Host heartbeats every 100 ms, a host lost after 1.5 s of silence (this test only)."""
+    from monarch.config import configured
+
+    with configured(host_heartbeat_interval="100ms", host_heartbeat_timeout="1500ms"):
+        yield
