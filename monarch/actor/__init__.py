@@ -46,7 +46,8 @@ from monarch._src.hosts.remote import (
     hosts_from_dask,
     run_worker_loop_forever,
 )
-from monarch._src.mesh.unsupported import attach, debug_controller
+from monarch._src.debug import debug_controller
+from monarch._src.mesh.unsupported import attach
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started

@@ -11,17 +11,27 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
 * `MeshView(mesh)` shows the ranks of an actor or proc mesh as a live grid coloured by state, and
   `spawn_progress(proc_mesh)` a bar of procs coming up (`monarch.notebook.widgets`);
   `FetchView(mesh.endpoint, *args)` picks a point of the mesh and shows what the endpoint
-  returns there (`monarch.notebook.fetch`). They need ipywidgets, which is imported only when
-  one of them is first used.
+  returns there (`monarch.notebook.fetch`); `AdminView()` shows hosts, procs and actors with
+  their state, message rates and recent failures, and `stacks(mesh, rank)` dumps a proc's
+  threads (`monarch.notebook.admin`). They need ipywidgets, which is imported only when one of
+  them is first used.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FetchView", "MeshView", "flush_logs", "install", "spawn_progress"]
+__all__ = [
+    "AdminView", "FetchView", "MeshView", "flush_logs", "install", "spawn_progress", "stacks",
+]
 
-_WIDGETS = {"MeshView": "widgets", "spawn_progress": "widgets", "FetchView": "fetch"}
+_WIDGETS = {
+    "MeshView": "widgets",
+    "spawn_progress": "widgets",
+    "FetchView": "fetch",
+    "AdminView": "admin",
+    "stacks": "admin",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ from monarch._src.config import apply_snapshot, get as config_get
 from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
+import monarch._src.debug.agent  # noqa: F401  (breakpoint(), post-mortem, stack dumps in procs)
 from monarch._src.mesh.hosted import _STOP, HostedActor
 from monarch._src.runtime.envelope import CONTROL, decode
 from monarch._src.runtime.mailbox import Mailbox

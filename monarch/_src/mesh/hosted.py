@@ -13,9 +13,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from typing import Any
+from typing import Any, Callable
 
 from monarch._src.config import duration_seconds
+from monarch._src.mesh import telemetry
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
 from monarch._src.mesh.ownership import tree
@@ -56,6 +57,11 @@ class UndeliverableMessage:
     __repr__ = __str__
 
 _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
+
+# Set by the debugger (`monarch._src.debug`) while post-mortem debugging is on: called on the
+# actor's thread with (actor, method, exception) when an endpoint raised, before the outcome is
+# sent; it may block the actor (a pdb session). None keeps dispatch free of any debugging cost.
+endpoint_error_hook: Callable[[HostedActor, str, BaseException], None] | None = None
 
 
 def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
@@ -228,6 +234,8 @@ class HostedActor:
         if explicit:
             args = (Port._create(reply, cast[0]) if reply is not None else None, *args)
             reply = None
+        if telemetry.OTEL and telemetry.tracing_active() and (prop is None or prop._instrument):
+            fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
         if inspect.iscoroutinefunction(fn):
             coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit)
             if prop is not None and prop._concurrent:
@@ -267,6 +275,8 @@ class HostedActor:
     def _outcome_error(
         self, method: str, exc: Exception, reply: Any, rank: int, explicit: bool
     ) -> None:
+        if endpoint_error_hook is not None:
+            endpoint_error_hook(self, method, exc)
         if reply is not None:
             self._send_error(reply, rank, self._actor_error(method, exc))
         else:
@@ -279,6 +289,8 @@ class HostedActor:
             )
 
     def _outcome_base_error(self, method: str, exc: BaseException, reply: Any, rank: int) -> None:
+        if endpoint_error_hook is not None:
+            endpoint_error_hook(self, method, exc)
         err = self._fail(
             f"The actor {self._display} and all its descendants have failed:\n"
             f"    {type(exc).__name__}: {exc} (raised in {method})",

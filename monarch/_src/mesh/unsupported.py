@@ -1,4 +1,4 @@
-"""Names of `monarch.actor` whose features arrive with later work (gateways, debugging).
+"""Names of `monarch.actor` whose features arrive with later work (client gateways).
 
 Each raises `NotImplementedError` saying what to use instead; none pretends to work.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["attach", "debug_controller"]
+__all__ = ["attach"]
 
 
 def _missing(name: str, instead: str) -> NoReturn:
@@ -15,10 +15,6 @@ def _missing(name: str, instead: str) -> NoReturn:
 
 
 def attach(addr: str) -> Any:
-    """Bootstrap through a remote gateway (arrives with Dask-cluster hosts)."""
+    """Bootstrap the client through a remote gateway (not available: no gateway exists yet)."""
     _missing("attach", "Run the client on a machine of the cluster.")
 
-
-def debug_controller() -> Any:
-    """The distributed debugger's controller (arrives with the debugging work)."""
-    _missing("debug_controller", "Use logging or print inside endpoints for now.")

@@ -1,0 +1,155 @@
+"""Stack dumps of a proc on demand: every thread's Python stack, and py-spy's view when installed.
+
+Every process answers a `stacks` control operation (installed through `runtime.on_start`). The
+answer is built off the runtime loop, on a short-lived thread, so a proc whose actors are busy or
+paused still answers: the loop only hands the request over. Python stacks come from
+`sys._current_frames()`, with each actor's thread labelled by the actor it runs. py-spy (when
+the `py-spy` executable is on PATH and the system lets it attach) adds native frames and the GIL
+holder; when it cannot run, the dump says why and keeps the Python stacks.
+
+`dump_stacks(address)` asks a process (this one included) and waits, bounded, for the answer.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.ports import OncePort, decode_reply
+from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_started
+
+__all__ = ["StackDump", "dump_stacks", "install_stacks", "python_stacks"]
+
+_PY_SPY_TIMEOUT = 10.0  # seconds py-spy may take to attach and dump
+
+
+@dataclass(frozen=True)
+class StackDump:
+    """The stacks of one process."""
+
+    proc_id: str  # the monarch proc id of the process
+    pid: int
+    python: str  # every thread's Python stack
+    py_spy: str | None  # py-spy's dump, or None when it did not run
+    py_spy_note: str  # why py-spy did not run, or ""
+
+    def __str__(self) -> str:
+        parts = [f"=== proc {self.proc_id} (pid {self.pid}) ===", self.python.rstrip()]
+        if self.py_spy is not None:
+            parts += ["--- py-spy ---", self.py_spy.rstrip()]
+        elif self.py_spy_note:
+            parts.append(f"(py-spy: {self.py_spy_note})")
+        return "\n".join(parts) + "\n"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return {"proc_id": self.proc_id, "pid": self.pid, "python": self.python,
+                "py_spy": self.py_spy, "py_spy_note": self.py_spy_note}
+
+
+def _actor_threads(rt: Runtime | None) -> dict[int, str]:
+    """Thread ident -> display name of the actor it runs."""
+    from monarch._src.mesh.hosted import HostedActor
+
+    out: dict[int, str] = {}
+    if rt is None:
+        return out
+    for actor in list(rt.mailbox.actors.values()):
+        if isinstance(actor, HostedActor) and actor.thread.thread.ident is not None:
+            out[actor.thread.thread.ident] = actor._display
+    return out
+
+
+def python_stacks(rt: Runtime | None = None, skip_current: bool = False) -> str:
+    """Every thread's Python stack in this process, actor threads labelled (without the
+    calling thread's if `skip_current`: the helper thread answering a request)."""
+    actors = _actor_threads(rt)
+    names = {t.ident: t.name for t in threading.enumerate()}
+    me = threading.get_ident()
+    lines: list[str] = []
+    for ident, frame in sorted(sys._current_frames().items()):
+        if skip_current and ident == me:
+            continue
+        label = f"Thread {names.get(ident, '?')} ({ident})"
+        if ident in actors:
+            label += f" actor {actors[ident]}"
+        lines.append(label + ":")
+        lines.extend(s.rstrip("\n") for s in traceback.format_stack(frame))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _py_spy(pid: int) -> tuple[str | None, str]:
+    exe = shutil.which("py-spy") or _venv_py_spy()
+    if exe is None:
+        return None, "not installed"
+    try:
+        done = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
+                              timeout=_PY_SPY_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {_PY_SPY_TIMEOUT:.0f} s"
+    except OSError as exc:
+        return None, f"could not run: {exc}"
+    if done.returncode != 0:
+        return None, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return done.stdout, ""
+
+
+def _venv_py_spy() -> str | None:
+    """py-spy installed next to this interpreter (a venv not on PATH)."""
+    candidate = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return candidate if os.access(candidate, os.X_OK) else None
+
+
+def _dump(rt: Runtime | None, use_py_spy: bool, skip_current: bool) -> StackDump:
+    proc_id = rt.proc_id if rt is not None else f"pid-{os.getpid()}"
+    python = python_stacks(rt, skip_current)
+    spy, note = _py_spy(os.getpid()) if use_py_spy else (None, "not requested")
+    return StackDump(proc_id, os.getpid(), python, spy, note)
+
+
+def install_stacks(rt: Runtime) -> None:
+    """Register the `stacks` control operation in `rt`."""
+
+    def stacks(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        use_py_spy = bool(args[0]) if args else True
+
+        def answer() -> None:
+            try:
+                rt.mailbox.reply(reply, _dump(rt, use_py_spy, True))
+            except Exception as exc:  # answer the asker rather than leave it waiting
+                rt.mailbox.reply_error(reply, RuntimeError(f"stack dump failed: {exc}"))
+
+        threading.Thread(target=answer, name="monarch-stacks", daemon=True).start()
+
+    rt.mailbox.control["stacks"] = stacks
+
+
+def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> StackDump:
+    """Ask the process at `address` for its stacks; raises `TimeoutError` after `timeout` s."""
+    rt = get_runtime()
+    if address == rt.address:
+        return _dump(rt, py_spy, False)
+    entry = OncePort()
+    port = rt.mailbox.open_port(entry, (address,))
+    rt.mailbox.post(address, (CONTROL, "stacks", (py_spy,), port))
+    try:
+        reply = entry.cf.result(timeout=timeout)
+    except TimeoutError:
+        raise TimeoutError(f"The process at {address} did not answer a stack dump request "
+                           f"within {timeout:.0f} s.") from None
+    result: StackDump = decode_reply(reply)
+    return result
+
+
+_runtime_module.on_start.append(install_stacks)
+if (_rt := runtime_if_started()) is not None:
+    install_stacks(_rt)

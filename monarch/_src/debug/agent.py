@@ -1,0 +1,111 @@
+"""The debugger's part of every process: control operations and `sys.breakpointhook`.
+
+Installed through `runtime.on_start` in the controller and in each proc:
+
+* `breakpoint()` on an actor's thread stops that actor under an `ActorPdb`; anywhere else (the
+  user's own script, a thread of their own) the hook that was installed before runs, so a
+  script's breakpoint still opens the ordinary pdb.
+* `debug_input(sid, line)`: a debugger command for a paused actor of this process.
+* `debug_mode(post_mortem)`: switch post-mortem debugging of endpoint exceptions on or off here.
+  Procs started while it is on see `MONARCH_DEBUG_POST_MORTEM=1` in their environment.
+* `debug_register`, `debug_output`, `debug_end`: sessions reporting to the root client's
+  `DebugController` (only the root receives these).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import Any, Callable
+
+import monarch._src.admin.stacks  # noqa: F401  (every process answers stack-dump requests)
+from monarch._src.mesh import hosted
+from monarch._src.mesh.context import _tls
+from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.runtime.runtime import Runtime, runtime_if_started
+
+__all__ = ["POST_MORTEM_ENV", "install_debug_agent", "set_local_post_mortem"]
+
+logger = logging.getLogger(__name__)
+
+POST_MORTEM_ENV = "MONARCH_DEBUG_POST_MORTEM"
+_previous_hook: Callable[..., Any] | None = None  # the breakpointhook before ours
+
+
+def _current_actor() -> Any:
+    """The hosted actor running on this thread, or None outside actor threads."""
+    inst = getattr(_tls, "instance", None)
+    return None if inst is None else inst._host
+
+
+def _breakpoint_hook(*args: Any, **kwargs: Any) -> Any:
+    actor = _current_actor()
+    rt = runtime_if_started()
+    if actor is None or rt is None or os.environ.get("PYTHONBREAKPOINT") == "0":
+        hook = _previous_hook or sys.__breakpointhook__
+        return hook(*args, **kwargs)
+    from monarch._src.debug import actor_pdb  # pdb is loaded only when an actor pauses
+
+    actor_pdb.set_trace(rt, actor, sys._getframe(1))
+    return None
+
+
+def _post_mortem_hook(actor: Any, method: str, exc: BaseException) -> None:
+    rt = runtime_if_started()
+    if rt is None:
+        return
+    try:
+        from monarch._src.debug import actor_pdb
+
+        actor_pdb.post_mortem(rt, actor, method, exc)
+    except Exception:  # the debugger must never change the endpoint's outcome
+        logger.exception("monarch: post-mortem debugging of %s failed", method)
+
+
+def set_local_post_mortem(enabled: bool) -> None:
+    """Switch post-mortem debugging of endpoint exceptions in this process on or off."""
+    hosted.endpoint_error_hook = _post_mortem_hook if enabled else None
+
+
+def install_debug_agent(rt: Runtime) -> None:
+    """Register the debugger's control operations in `rt` and route `breakpoint()`."""
+    global _previous_hook
+    mailbox = rt.mailbox
+
+    def debug_input(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        # No session can be waiting unless an actor here paused, which loaded the module.
+        actor_pdb = sys.modules.get("monarch._src.debug.actor_pdb")
+        if actor_pdb is not None:
+            actor_pdb.deliver_input(args[0], args[1])
+
+    def debug_mode(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        set_local_post_mortem(bool(args[0]))
+        if reply is not None:
+            mailbox.reply(reply, None)
+
+    def to_controller(name: str) -> Callable[[str, tuple[Any, ...], Any], None]:
+        def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+            from monarch._src.debug.controller import debug_controller_here
+
+            getattr(debug_controller_here(), name)(*args)
+
+        return handler
+
+    mailbox.control.update(
+        debug_input=debug_input,
+        debug_mode=debug_mode,
+        debug_register=to_controller("_register"),
+        debug_output=to_controller("_output"),
+        debug_end=to_controller("_end"),
+    )
+    if sys.breakpointhook is not _breakpoint_hook:
+        _previous_hook = sys.breakpointhook
+        sys.breakpointhook = _breakpoint_hook
+    if os.environ.get(POST_MORTEM_ENV) == "1":
+        set_local_post_mortem(True)
+
+
+_runtime_module.on_start.append(install_debug_agent)
+if (_rt := runtime_if_started()) is not None:  # imported after the runtime started
+    install_debug_agent(_rt)
