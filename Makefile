@@ -17,6 +17,9 @@ $(STAMP): pyproject.toml Makefile
 	# offline); where apt is unusable it skips, so this step never fails the build.
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium) \
 		|| echo "chromium unavailable: the browser test will skip"
+	# SlurmJob's test starts a one-node Slurm (slurmctld, slurmd, munged) of its own.
+	command -v slurmctld >/dev/null || (apt-get update -qq && apt-get install -y -qq slurm-wlm munge) \
+		|| echo "slurm unavailable: the SlurmJob test will skip"
 	# The terminal tests of `monarch debug` and `monarch top` drive them in tmux.
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux) \
 		|| echo "tmux unavailable: the terminal tests will skip"

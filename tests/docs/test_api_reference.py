@@ -21,6 +21,9 @@ PUBLIC_MODULES = [
     "monarch.config",
     "monarch.notebook",
     "monarch.rdma",
+    "monarch.job",
+    "monarch.job.kubernetes",
+    "monarch.spmd",
 ]
 
 

@@ -385,11 +385,14 @@ class RemoteHostAgent:
         return self.rt.submit(detach())
 
     def close(self, timeout: float = 5.0) -> None:
-        """At exit: shut down, bounded by `timeout`."""
-        if all(h.detached for h in self.hosts) and self._on_shutdown is None:
+        """At exit: stop this client's procs, bounded by `timeout`. Workers someone else runs
+        stay up for their next client (a job's workers outlive each `monarch exec`); only
+        workers this process started itself (`on_shutdown`) are shut down with it."""
+        if self._closed or all(h.detached for h in self.hosts):
             return
         try:
-            self.shutdown().result(timeout=timeout)
+            done = self.shutdown() if self._on_shutdown is not None else self.stop_all()
+            done.result(timeout=timeout)
         except Exception:  # at exit, the hosts notice the lost client and clean up themselves
             pass
 

@@ -1,0 +1,1 @@
+"""Jobs: declarative specs of host meshes that a scheduler brings up (`monarch.job`)."""

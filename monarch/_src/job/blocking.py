@@ -1,0 +1,45 @@
+"""Blocking on a monarch `Future` from the synchronous job API, also inside a notebook.
+
+`JobTrait.kill()` and friends are synchronous by contract. In a notebook cell an event loop runs
+on the calling thread, where `Future.get()` warns that it blocks that loop; the job API blocks
+on purpose (briefly, with a bound), so it waits from a helper thread instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+__all__ = ["wait_for"]
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+def wait_for(fut: Any, timeout: float) -> Any:
+    """`fut.get(timeout)`, waited for off any event loop running on this thread."""
+    if not _loop_running():
+        return fut.get(timeout=timeout)
+    box: list[tuple[bool, Any]] = []
+
+    def wait() -> None:
+        try:
+            box.append((True, fut.get(timeout=timeout)))
+        except BaseException as exc:  # noqa: BLE001  # re-raised in the caller's thread below
+            box.append((False, exc))
+
+    t = threading.Thread(target=wait, name="monarch-job-wait", daemon=True)
+    t.start()
+    t.join(timeout + 5.0)
+    if not box:
+        raise TimeoutError(f"Future did not complete within {timeout} seconds.")
+    ok, value = box[0]
+    if not ok:
+        raise value
+    return value

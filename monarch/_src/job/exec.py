@@ -1,0 +1,285 @@
+"""`exec_command` and `shell`: run a plain command on the procs of a host mesh.
+
+One `BashActor` per proc starts the command as a child process (a `.py` file runs under the
+proc's interpreter), reads its stdout and stderr line by line and sends each line to a port the
+caller opened; the caller prints them with a rank prefix while they arrive. The endpoint's reply
+(the exit code) is sent after the last line, so once every reply is in, every line is too
+(per-sender FIFO). The command never imports monarch: it is an ordinary program whose
+environment carries `MONARCH_RANK_<dim>` and `MONARCH_SIZE_<dim>` for each mesh dimension.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from monarch._src.job.blocking import wait_for
+from monarch.actor import Actor, Channel, Future, HostMesh, Port, current_rank, endpoint
+
+__all__ = ["BashActor", "exec_command", "rank_env", "shell"]
+
+# Bound on stopping the procs that ran a command (and on one line arriving after the reply).
+_STOP_TIMEOUT = 30.0
+# Bound on one command typed into `shell`.
+_COMMAND_TIMEOUT = 24 * 3600.0
+
+
+def rank_env(point: Any) -> dict[str, str]:
+    """`MONARCH_RANK_<dim>`/`MONARCH_SIZE_<dim>` (plus flat `MONARCH_RANK`, `MONARCH_WORLD_SIZE`)."""
+    world = math.prod(point.extent.sizes)
+    env = {"MONARCH_RANK": str(point.rank), "MONARCH_WORLD_SIZE": str(world)}
+    for label, size in zip(point.extent.labels, point.extent.sizes):
+        env[f"MONARCH_RANK_{label.upper()}"] = str(point[label])
+        env[f"MONARCH_SIZE_{label.upper()}"] = str(size)
+    return env
+
+
+def _argv(cmd: str | Sequence[str]) -> list[str] | str:
+    if isinstance(cmd, str):
+        return cmd
+    argv = [str(a) for a in cmd]
+    if not argv:
+        raise ValueError("exec_command got an empty command. Pass a string or a non-empty list.")
+    if argv[0].endswith(".py"):
+        return [sys.executable, *argv]
+    return argv
+
+
+class BashActor(Actor):
+    """Runs one command per call as a child process of its proc and streams the output."""
+
+    def __init__(self) -> None:
+        # Position in the proc mesh it was spawned on (calls may come through slices, whose
+        # cast rank differs).
+        self.point = current_rank()
+
+    @endpoint
+    def run(
+        self,
+        cmd: str | list[str],
+        env: dict[str, str] | None,
+        workdir: str | None,
+        out: Port[tuple[int, str, str]],
+    ) -> int:
+        """Run `cmd`, sending `(rank, "stdout"|"stderr", line)` to `out`; returns its exit code."""
+        point = self.point
+        child_env = dict(os.environ)
+        child_env.update(rank_env(point))
+        child_env.update(env or {})
+        child_env.setdefault("PYTHONUNBUFFERED", "1")
+        argv = _argv(cmd)
+        proc = subprocess.Popen(
+            argv,
+            shell=isinstance(argv, str),
+            cwd=workdir,
+            env=child_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+        def pump(stream: Any, kind: str) -> None:
+            for raw in iter(stream.readline, b""):
+                out.send((point.rank, kind, raw.decode(errors="replace").rstrip("\n")))
+
+        readers = [
+            threading.Thread(target=pump, args=(proc.stdout, "stdout"), daemon=True),
+            threading.Thread(target=pump, args=(proc.stderr, "stderr"), daemon=True),
+        ]
+        for r in readers:
+            r.start()
+        code = proc.wait()
+        for r in readers:
+            r.join()
+        return code
+
+
+def _select(host_mesh: HostMesh, point: dict[str, int] | None) -> HostMesh:
+    if point:
+        return host_mesh.slice(**point)
+    return host_mesh
+
+
+def exec_command(
+    host_mesh: HostMesh,
+    cmd: str | Sequence[str],
+    env: dict[str, str] | None = None,
+    workdir: str | None = None,
+    output_dir: str | None = None,
+    rank: int | None = None,
+    point: dict[str, int] | None = None,
+    per_host: dict[str, int] | None = None,
+    *,
+    workspace: str | None = None,
+    workspace_dest: str | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+) -> Future[int]:
+    """Run `cmd` on every proc of `host_mesh` (or one rank/point); returns the largest exit code.
+
+    Procs are spawned (`per_host` per host, default one), each runs `cmd` with its rank in the
+    environment, output lines are printed as `[rank] line` while they arrive (also written to
+    `output_dir/rank_<r>.log` if given), then the procs are stopped. `workspace` first syncs a
+    local directory to the hosts (see `sync_workspace`) and runs there unless `workdir` is given.
+    """
+    if rank is not None and point is not None:
+        raise ValueError("exec_command takes rank or point, not both. Pass one of them.")
+    out_stream = stdout if stdout is not None else sys.stdout
+    err_stream = stderr if stderr is not None else sys.stderr
+    hosts = _select(host_mesh, point)
+    result: concurrent.futures.Future[int] = concurrent.futures.Future()
+
+    def work() -> None:
+        try:
+            result.set_result(
+                _run(hosts, cmd, env, workdir, output_dir, rank, per_host, workspace,
+                     workspace_dest, out_stream, err_stream)
+            )
+        except BaseException as exc:  # noqa: BLE001  # handed to the caller through the future
+            result.set_exception(exc)
+
+    threading.Thread(target=work, name="monarch-exec", daemon=True).start()
+    return Future._create(result)
+
+
+def _run(
+    hosts: HostMesh,
+    cmd: str | Sequence[str],
+    env: dict[str, str] | None,
+    workdir: str | None,
+    output_dir: str | None,
+    rank: int | None,
+    per_host: dict[str, int] | None,
+    workspace: str | None,
+    workspace_dest: str | None,
+    out_stream: TextIO,
+    err_stream: TextIO,
+) -> int:
+    if isinstance(cmd, str) and not cmd.strip():
+        raise ValueError("exec_command got an empty command. Pass a string or a non-empty list.")
+    if workspace is not None:
+        from monarch._src.job.workspace import sync_workspace
+
+        report = sync_workspace(hosts, workspace, workspace_dest)
+        if workdir is None:
+            workdir = report.dest
+    procs = hosts.spawn_procs(per_host=per_host or {}, name="exec")
+    try:
+        actors: Any = procs.spawn("_BashActor", BashActor)
+        if rank is not None:
+            n = len(procs)
+            if not 0 <= rank < n:
+                raise IndexError(f"exec_command rank {rank} is out of range for {n} procs.")
+            if procs.sizes:
+                actors = actors.flatten("rank").slice(rank=slice(rank, rank + 1))
+        port, receiver = Channel[tuple[int, str, str]].open()
+        files: dict[int, TextIO] = {}
+        if output_dir is not None:
+            os.makedirs(output_dir, exist_ok=True)
+
+        def printer() -> None:
+            while True:
+                item = receiver.recv().get()
+                if item is None:
+                    return
+                r, kind, line = item
+                stream = out_stream if kind == "stdout" else err_stream
+                stream.write(f"[{r}] {line}\n")
+                stream.flush()
+                if output_dir is not None:
+                    f = files.get(r)
+                    if f is None:
+                        f = files[r] = open(  # noqa: SIM115 - kept open for the whole run, closed below
+                            os.path.join(output_dir, f"rank_{r}.log"), "a")
+                    f.write(f"{kind}: {line}\n")
+
+        printing = threading.Thread(target=printer, name="monarch-exec-print", daemon=True)
+        printing.start()
+        try:
+            codes = actors.run.call(_argv_checked(cmd), env, workdir, port).get()
+        finally:
+            port.send(None)  # type: ignore[arg-type]  # end marker, after every remote line
+            printing.join(timeout=_STOP_TIMEOUT)
+            for f in files.values():
+                f.close()
+        return int(max(code for _, code in codes.items()))
+    finally:
+        procs.stop().get(timeout=_STOP_TIMEOUT)
+
+
+def _argv_checked(cmd: str | Sequence[str]) -> str | list[str]:
+    return cmd if isinstance(cmd, str) else [str(c) for c in cmd]
+
+
+def shell(
+    host_mesh: HostMesh, *, env: dict[str, str] | None = None, workdir: str | None = None,
+    stdin: TextIO | None = None, stdout: TextIO | None = None,
+) -> int:
+    """An interactive shell on the one host of `host_mesh`: lines read from `stdin` run there.
+
+    Each line runs as one `bash -c` command in the shell's working directory (`cd DIR` changes
+    it); the output comes back as it is produced. Ends on end of input or `exit`; returns the
+    last exit code. A host mesh of more than one host raises `ValueError`.
+    """
+    n = len(host_mesh)
+    if n != 1:
+        raise ValueError(
+            f"shell needs a host mesh of exactly one host, got {n}. Slice one out first, e.g. "
+            "state.hosts.slice(hosts=0)."
+        )
+    inp = stdin if stdin is not None else sys.stdin
+    outp = stdout if stdout is not None else sys.stdout
+    cwd = workdir
+    code = 0
+    interactive = bool(getattr(inp, "isatty", lambda: False)())
+    procs = host_mesh.spawn_procs(name="shell")
+    try:
+        actor = procs.spawn("_BashActor", BashActor)
+        port, receiver = Channel[tuple[int, str, str]].open()
+        while True:
+            if interactive:
+                outp.write("monarch$ ")
+                outp.flush()
+            line = inp.readline()
+            if not line or line.strip() in ("exit", "logout"):
+                break
+            line = line.strip()
+            if not line:
+                continue
+            if line == "cd" or line.startswith("cd "):
+                target = line[2:].strip() or "~"
+                probe = f"cd {cwd} && cd {target} && pwd" if cwd else f"cd {target} && pwd"
+                code, lines = _run_one(actor, port, receiver, probe, env, None)
+                if code == 0 and lines:
+                    cwd = lines[-1][1]
+                else:
+                    for _, text in lines:
+                        outp.write(text + "\n")
+                continue
+            code, lines = _run_one(actor, port, receiver, line, env, cwd, outp)
+        return code
+    finally:
+        wait_for(procs.stop(), _STOP_TIMEOUT)
+
+
+def _run_one(
+    actor: Any, port: Any, receiver: Any, cmd: str, env: dict[str, str] | None,
+    cwd: str | None, sink: TextIO | None = None,
+) -> tuple[int, list[tuple[str, str]]]:
+    """Run one command on a single actor; returns its code and the (kind, line)s it printed."""
+    code = wait_for(actor.run.call_one(cmd, env, cwd, port), _COMMAND_TIMEOUT)
+    # Every line was queued before the reply arrived; the marker posted now comes after them.
+    port.send(None)
+    lines: list[tuple[str, str]] = []
+    while (item := wait_for(receiver.recv(), _STOP_TIMEOUT)) is not None:
+        lines.append((item[1], item[2]))
+        if sink is not None:
+            sink.write(item[2] + "\n")
+            sink.flush()
+    return code, lines

@@ -1,0 +1,210 @@
+"""`JobTrait`: a declarative job spec that a scheduler brings up, plus its cached state.
+
+A job is a picklable spec (which meshes, how many hosts each) that also carries the scheduler's
+handle once applied (worker pids, a Slurm job id, a Dask scheduler address). `state()` turns it
+into live `HostMesh` objects. Live meshes are never pickled: attributes whose names start with
+`_live` are dropped by `__getstate__`, so a dumped job reconnects when loaded. The alternative,
+pickling connections, was rejected because a job file outlives the process that wrote it.
+
+Subclasses implement `_create`, `_state`, `_kill` and `can_run`; only this class changes the
+running status.
+"""
+
+from __future__ import annotations
+
+import abc
+import os
+import pickle
+import uuid
+from typing import Any
+
+from monarch._src.job.state import JobState
+
+__all__ = [
+    "DEFAULT_JOB_PATH",
+    "JobTrait",
+    "MeshAdminConfig",
+    "PortForwarder",
+    "TelemetryConfig",
+    "job_load",
+    "job_loads",
+]
+
+# Where `state()` caches the running job and where the CLI finds it.
+DEFAULT_JOB_PATH = ".monarch/job_state.pkl"
+
+
+class TelemetryConfig:
+    """Settings of the telemetry sidecar; accepted for compatibility, nothing is started."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.options = dict(kwargs)
+
+
+class MeshAdminConfig:
+    """Settings of the mesh admin endpoint; accepted for compatibility, nothing is started."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self.options = dict(kwargs)
+
+
+class PortForwarder:
+    """Placeholder for the port forwarder of the dashboard; not available in this version."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError(
+            "PortForwarder is not available in this version; the dashboard is not implemented. "
+            "Reach services on the hosts directly (ssh -L) instead."
+        )
+
+
+class JobTrait(abc.ABC):
+    """A job: host meshes by name, brought up by `apply()` and reached through `state()`."""
+
+    def __init__(self) -> None:
+        self._status = "not_running"  # "running" between a successful apply() and kill()
+        self._apply_id: str | None = None  # uuid4 hex of the last apply(); kept by dump/load
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def apply(self, client_script: str | None = None) -> None:
+        """Bring the job up unless it is already running; a no-op when it is."""
+        if self._status == "running":
+            return
+        self._create(client_script)
+        self._apply_id = uuid.uuid4().hex
+        self._status = "running"
+
+    def state(self, cached_path: str | None = DEFAULT_JOB_PATH) -> JobState:
+        """The job's host meshes, bringing the job up (or reusing a cached one) first.
+
+        A running job connects. Otherwise, if `cached_path` holds a running job that
+        `can_run(self)`, that job is used (nothing new is started); an incompatible cached job is
+        killed and its file removed. Else the job is applied and, when `cached_path` is not None,
+        pickled there (directories are created; a symlink is followed).
+        """
+        if self._status == "running":
+            return self._state()
+        if cached_path is not None and os.path.exists(cached_path):
+            cached = job_load(cached_path)
+            if cached.active and cached.can_run(self):
+                return cached._state()
+            if cached.active:
+                cached.kill()
+            os.remove(cached_path)
+        self.apply()
+        state = self._state()
+        if cached_path is not None:
+            self.dump(cached_path)
+        return state
+
+    def kill(self) -> None:
+        """Stop the job's hosts and everything on them; the job is no longer running."""
+        self._kill()
+        self._status = "not_running"
+
+    @property
+    def active(self) -> bool:
+        """Whether the job was applied and not killed since."""
+        return self._status == "running"
+
+    @property
+    def apply_id(self) -> str | None:
+        """The id of the last `apply()` (None before the first)."""
+        return self._apply_id
+
+    # -- persistence -------------------------------------------------------------------------
+
+    def dump(self, path: str) -> None:
+        """Pickle the job to `path` (parents created, symlinks followed)."""
+        target = os.path.realpath(path)
+        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
+        tmp = f"{target}.{os.getpid()}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(self.dumps())
+        os.replace(tmp, target)
+
+    def dumps(self) -> bytes:
+        """The job as pickle bytes (live connections are not included)."""
+        return pickle.dumps(self)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if not k.startswith("_live")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._init_live()
+
+    def _init_live(self) -> None:
+        """Set the `_live*` attributes (connections of this process) to their empty values.
+
+        Called by subclasses' `__init__` and after unpickling, where they are never present.
+        """
+
+    # -- observability (accepted, not implemented) --------------------------------------------
+
+    def enable_telemetry(
+        self, config: TelemetryConfig | None = None, *, mesh_admin_config: Any = None, **kw: Any
+    ) -> JobTrait:
+        """Accepted for compatibility: no telemetry sidecar is started. Returns the job."""
+        return self
+
+    def enable_admin(self, config: MeshAdminConfig | None = None, **kw: Any) -> JobTrait:
+        """Accepted for compatibility: no admin endpoint is started. Returns the job."""
+        return self
+
+    def remote_mount(self, source: str, mntpoint: str | None = None, meshes: Any = None,
+                     python_exe: str = ".venv/bin/python", **kw: Any) -> None:
+        """Not available: FUSE mounts are not implemented."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.remote_mount is not available in this version (no FUSE "
+            "mounts). Ship the directory with `monarch exec --workspace DIR` or "
+            "monarch.job.sync_workspace(host_mesh, DIR) instead."
+        )
+
+    def gather_mount(self, remote_mount_point: str, local_mount_point: str,
+                     meshes: Any = None) -> None:
+        """Not available: FUSE mounts are not implemented."""
+        raise NotImplementedError(
+            f"{type(self).__name__}.gather_mount is not available in this version (no FUSE "
+            "mounts). Copy results back with exec_command or an actor endpoint that returns "
+            "the file contents instead."
+        )
+
+    # -- scheduler hooks -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def can_run(self, spec: JobTrait) -> bool:
+        """Whether this running job can serve `spec` (same meshes, hosts still alive)."""
+
+    @abc.abstractmethod
+    def _create(self, client_script: str | None) -> None:
+        """Start the job's hosts (the scheduler's submit)."""
+
+    @abc.abstractmethod
+    def _state(self) -> JobState:
+        """Connect to the running hosts and return them by mesh name."""
+
+    @abc.abstractmethod
+    def _kill(self) -> None:
+        """Stop the job's hosts."""
+
+
+def job_load(path: str = DEFAULT_JOB_PATH) -> JobTrait:
+    """Load a job written by `dump` (or cached by `state()`); it keeps its apply id and status."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"No job file at {path!r}. Run `monarch apply` (or job.state()) first."
+        ) from None
+    return job_loads(data)
+
+
+def job_loads(data: bytes) -> JobTrait:
+    """Load a job from the bytes of `dumps()`."""
+    job = pickle.loads(data)
+    if not isinstance(job, JobTrait):
+        raise TypeError(f"job_loads expected a pickled JobTrait, got {type(job).__name__}.")
+    return job

@@ -1,0 +1,154 @@
+"""`ProcessJob`: each host is a local worker process; the multi-"host" job of one machine.
+
+Each worker runs `run_worker_loop_forever` on its own `tcp://127.0.0.1:<port>` address (our
+transport is Dask's comm layer, which has tcp and tls but no ipc sockets, so the contract's
+`ipc://<tmpdir>/<mesh>_<i>` paths become loopback ports). Workers are started in their own
+sessions so they outlive the process that applied the job (`monarch apply`, then `monarch exec`
+from another shell); the pickled job keeps their pids and addresses, and `can_run` checks that
+they are still the same processes.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import tempfile
+from typing import Any
+
+from monarch._src.job.blocking import wait_for
+from monarch._src.job.job import JobTrait
+from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
+from monarch._src.job.progress import Progress
+from monarch._src.job.state import JobState
+
+__all__ = ["ProcessJob", "check_meshes"]
+
+# Bound on one worker coming up (interpreter start and imports on a busy machine).
+_START_TIMEOUT = 60.0
+# Tries per worker (each with a fresh port) before apply() gives up.
+_START_ATTEMPTS = 3
+
+
+def check_meshes(owner: str, meshes: Any) -> dict[str, int]:
+    """Validate a `{mesh name: host count}` mapping; errors name `owner` and the bad entry."""
+    if not isinstance(meshes, dict) or not meshes:
+        raise TypeError(
+            f"{owner}(meshes=...) takes a non-empty dict of mesh name to host count, e.g. "
+            f"{{'trainers': 2}}; got {meshes!r}."
+        )
+    for name, count in meshes.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(
+                f"{owner} mesh name {name!r} must be a Python identifier (it becomes an "
+                "attribute of the job state)."
+            )
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{owner} mesh {name!r} needs a positive host count, got {count!r}.")
+    return dict(meshes)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ProcessJob(JobTrait):
+    """Hosts as local worker processes: `ProcessJob({"trainers": 2, "ps": 1})`.
+
+    `env` is added to the workers' environment. Batch mode (`apply(client_script)`) is not
+    supported.
+    """
+
+    def __init__(self, meshes: dict[str, int], env: dict[str, str] | None = None) -> None:
+        super().__init__()
+        self._meshes = check_meshes("ProcessJob", meshes)
+        self._env = dict(env or {})
+        # Mesh name -> [(pid, address)], filled by _create; empty while not running.
+        self._workers: dict[str, list[tuple[int, str]]] = {}
+        self._log_dir: str | None = None  # where worker stdout/stderr go
+        self._init_live()
+
+    def _init_live(self) -> None:
+        self._live_hosts: dict[str, Any] = {}  # HostMeshes attached in this process
+
+    @property
+    def log_dir(self) -> str | None:
+        """The directory holding each worker's log (None before `apply`)."""
+        return self._log_dir
+
+    def can_run(self, spec: JobTrait) -> bool:
+        """True if `spec` asks for the same meshes and every worker still runs."""
+        return (
+            isinstance(spec, ProcessJob)
+            and spec._meshes == self._meshes
+            and spec._env == self._env
+            and bool(self._workers)
+            and all(alive(pid, addr) for ws in self._workers.values() for pid, addr in ws)
+        )
+
+    def _create(self, client_script: str | None) -> None:
+        if client_script is not None:
+            raise NotImplementedError(
+                "ProcessJob does not support batch mode (apply(client_script)). Run the script "
+                "yourself; it can call job.state() to reach the workers."
+            )
+        self._log_dir = tempfile.mkdtemp(prefix="monarch_job_")
+        env = dict(os.environ, **self._env)
+        total = sum(self._meshes.values())
+        progress = Progress("starting worker hosts", total)
+        slots = [(name, i) for name, count in self._meshes.items() for i in range(count)]
+        started: list[tuple[int, str]] = []
+        try:
+            pending = [(slot, self._start_worker(*slot, env)) for slot in slots]
+            started = [w for _, w in pending]
+            ready: dict[tuple[str, int], tuple[int, str]] = {}
+            for slot, worker in pending:
+                for attempt in range(_START_ATTEMPTS):
+                    pid, address = worker
+                    try:
+                        wait_listening("127.0.0.1", int(address.rsplit(":", 1)[1]), pid,
+                                       address, _START_TIMEOUT)
+                        break
+                    except RuntimeError:
+                        # Exited before listening: most often another program took the free
+                        # port between our pick and the worker's bind. Try another port.
+                        if attempt + 1 == _START_ATTEMPTS:
+                            raise
+                        worker = self._start_worker(*slot, env)
+                        started.append(worker)
+                ready[slot] = worker
+                progress.update(len(ready))
+            for name, i in slots:
+                self._workers.setdefault(name, []).append(ready[(name, i)])
+            progress.close(f"worker hosts up (logs in {self._log_dir})")
+        except BaseException:
+            kill_workers(started)
+            self._workers = {}
+            raise
+
+    def _start_worker(self, name: str, index: int, env: dict[str, str]) -> tuple[int, str]:
+        assert self._log_dir is not None
+        address = f"tcp://127.0.0.1:{_free_port()}"
+        pid = spawn_detached([sys.executable, "-m", "monarch._src.job.worker_main", address],
+                             os.path.join(self._log_dir, f"{name}_{index}.log"), env)
+        return pid, address
+
+    def _state(self) -> JobState:
+        from monarch._src.job.attach import attach_job_workers
+
+        for name, workers in self._workers.items():
+            if name not in self._live_hosts:
+                self._live_hosts[name] = attach_job_workers([a for _, a in workers], name)
+        return JobState({name: self._live_hosts[name] for name in self._meshes})
+
+    def _kill(self) -> None:
+        for hm in self._live_hosts.values():
+            try:
+                wait_for(hm.shutdown(), 10.0)
+            except Exception:  # noqa: BLE001, S110 - killed below either way
+                pass  # the workers are killed below either way
+        self._live_hosts = {}
+        kill_workers([w for ws in self._workers.values() for w in ws])
+        self._workers = {}

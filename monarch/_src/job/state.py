@@ -1,0 +1,43 @@
+"""`JobState`: the host meshes of a running job, one attribute per mesh name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["JobState"]
+
+
+class JobState:
+    """The host meshes of a job that is up: `state.trainers` is the `HostMesh` named "trainers".
+
+    Built by `JobTrait.state()`; asking for a name the job does not have raises `AttributeError`
+    listing the names it has. The observability fields are None: the telemetry sidecar, the
+    dashboard and the admin TUI are not part of this implementation.
+    """
+
+    def __init__(self, hosts: dict[str, Any]) -> None:
+        # Mesh name -> HostMesh; fixed once built.
+        self._hosts = dict(hosts)
+        self.query_engine: Any = None
+        self.query_engine_client: Any = None
+        self.telemetry_url: str | None = None
+        self.dashboard_url: str | None = None
+        self.admin_url: str | None = None
+
+    @property
+    def mesh_names(self) -> list[str]:
+        """The names of the job's host meshes, in the order the job declared them."""
+        return list(self._hosts)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_hosts":
+            raise AttributeError(name)
+        hosts = self.__dict__.get("_hosts", {})
+        if name in hosts:
+            return hosts[name]
+        raise AttributeError(
+            f"Job has no host mesh named {name!r}. Available meshes: {sorted(hosts)}."
+        )
+
+    def __repr__(self) -> str:
+        return f"<JobState meshes={self.mesh_names}>"

@@ -1,0 +1,1 @@
+"""SPMD: torchrun-style scripts run unchanged on a proc mesh (`monarch.spmd`)."""

@@ -1,0 +1,47 @@
+"""monarch.job: jobs that bring up host meshes, and running commands on them.
+
+A job is a declarative spec: `ProcessJob({"trainers": 2})`, `SlurmJob({"trainers": 4}, ...)`,
+`DaskJob(cluster, meshes={...})`. `job.state()` brings it up (or reuses the one cached in
+`.monarch/job_state.pkl`) and returns its host meshes by name: `job.state().trainers`.
+`exec_command` runs a plain program on every proc of a host mesh; `sync_workspace` ships a local
+directory to the hosts. The `monarch` command line drives the same objects.
+"""
+
+from monarch._src.job.current import load_current_job, set_current_job
+from monarch._src.job.dask_job import DaskJob
+from monarch._src.job.exec import exec_command, shell
+from monarch._src.job.job import (
+    DEFAULT_JOB_PATH,
+    JobTrait,
+    MeshAdminConfig,
+    PortForwarder,
+    TelemetryConfig,
+    job_load,
+    job_loads,
+)
+from monarch._src.job.local import LocalJob
+from monarch._src.job.process import ProcessJob
+from monarch._src.job.slurm import SlurmJob
+from monarch._src.job.state import JobState
+from monarch._src.job.workspace import SyncReport, sync_workspace
+
+__all__ = [
+    "DEFAULT_JOB_PATH",
+    "DaskJob",
+    "JobState",
+    "JobTrait",
+    "LocalJob",
+    "MeshAdminConfig",
+    "PortForwarder",
+    "ProcessJob",
+    "SlurmJob",
+    "SyncReport",
+    "TelemetryConfig",
+    "exec_command",
+    "job_load",
+    "job_loads",
+    "load_current_job",
+    "set_current_job",
+    "shell",
+    "sync_workspace",
+]

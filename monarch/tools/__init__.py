@@ -1,0 +1,1 @@
+"""monarch.tools: the `monarch` command line (`monarch.tools.cli:main`)."""

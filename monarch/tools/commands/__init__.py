@@ -1,0 +1,1 @@
+"""Subcommands of `monarch`; each module has `register(subparsers)`."""

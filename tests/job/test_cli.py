@@ -1,0 +1,114 @@
+"""The `monarch` command line, run as real subprocesses in a scratch project directory."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from monarch._src.job.pids import alive
+from monarch.job import job_load
+
+MONARCH = os.path.join(os.path.dirname(sys.executable), "monarch")
+TIMEOUT = 60
+
+JOBS = """\
+from monarch.job import LocalJob, ProcessJob
+
+local = LocalJob()
+two_hosts = ProcessJob({"hosts": 2})
+"""
+
+# A plain script: it does not import monarch.
+PLAIN = """\
+import os
+print("rank", os.environ["MONARCH_RANK"], "of", os.environ["MONARCH_WORLD_SIZE"], open("data.txt").read())
+raise SystemExit(int(os.environ["MONARCH_RANK"]) + 3)
+"""
+
+
+def monarch(cwd: pathlib.Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([MONARCH, *args], check=False, cwd=cwd, capture_output=True, text=True,
+                          timeout=TIMEOUT, input=stdin)
+
+
+@pytest.fixture
+def project(tmp_path: pathlib.Path) -> pathlib.Path:
+    (tmp_path / "jobs.py").write_text(JOBS)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "plain.py").write_text(PLAIN)
+    (ws / "data.txt").write_text("v1")
+    return tmp_path
+
+
+@pytest.mark.timeout(150)
+def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> None:
+    applied = monarch(project, "apply", "jobs.py:two_hosts")
+    assert applied.returncode == 0, applied.stderr
+    job = job_load(str(project / ".monarch" / "job_state.pkl"))
+    workers = [w for ws in job._workers.values() for w in ws]
+    try:
+        assert len(workers) == 2 and all(alive(p, a) for p, a in workers)
+
+        again = monarch(project, "apply", "jobs.py:two_hosts")
+        assert "already running" in again.stdout
+
+        dest = str(project / "remote_ws")
+        run = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
+                      "--per-host", '{"gpus": 2}', "--", "python", "plain.py")
+        assert run.returncode == 6, run.stderr  # max of 3 + rank over 4 procs
+        assert sorted(run.stdout.splitlines()) == [
+            f"[{r}] rank {r} of 4 v1" for r in range(4)]
+        # both hosts (one machine here) get both files
+        assert "sent 4 files" in run.stderr
+
+        unchanged = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
+                            "--rank", "1", "--", "python", "plain.py")
+        assert "sent 0 files" in unchanged.stderr
+        assert unchanged.stdout == "[1] rank 1 of 2 v1\n" and unchanged.returncode == 4
+
+        (project / "ws" / "data.txt").write_text("v2")
+        changed = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
+                          "--rank", "0", "--", "python", "plain.py")
+        assert "sent 2 files" in changed.stderr  # the changed file, to each host and changed.stdout == "[0] rank 0 of 2 v2\n"
+
+        shell = monarch(project, "shell", "--host", "1",
+                        stdin="cd ws\ncat data.txt\necho $MONARCH_SIZE_HOSTS\n")
+        assert shell.returncode == 0 and shell.stdout == "v2\n1\n", shell.stderr
+    finally:
+        killed = monarch(project, "kill")
+    assert killed.returncode == 0, killed.stderr
+    assert not any(alive(p, a) for p, a in workers)
+    assert not (project / ".monarch" / "job_state.pkl").exists()
+
+
+def test_cli_exec_without_job_says_apply_first(project: pathlib.Path) -> None:
+    run = monarch(project, "exec", "--", "true")
+    assert run.returncode == 1 and "monarch apply" in run.stderr
+
+
+def test_cli_contexts(project: pathlib.Path) -> None:
+    assert monarch(project, "context", "create", "dev", "jobs.py:local").returncode == 0
+    assert monarch(project, "context", "use", "dev").returncode == 0
+    assert monarch(project, "context", "ls").stdout.splitlines() == ["  default", "* dev"]
+    assert monarch(project, "apply").returncode == 0  # the context's recorded spec
+    assert (project / ".monarch" / "contexts" / "dev" / "job_state.pkl").exists()
+    bad = monarch(project, "context", "use", "nope")
+    assert bad.returncode == 1 and "No context 'nope'" in bad.stderr
+    assert monarch(project, "context", "rm", "dev").returncode == 0
+    assert monarch(project, "context", "ls").stdout.splitlines() == ["* default"]
+    assert monarch(project, "context", "ls").returncode == 0
+
+
+def test_cli_apply_bad_spec_is_clear(project: pathlib.Path) -> None:
+    run = monarch(project, "apply", "jobs.py:missing")
+    assert run.returncode == 1 and "defines no 'missing'" in run.stderr
+
+
+def test_cli_worker_delegates_to_the_worker_command(project: pathlib.Path) -> None:
+    run = monarch(project, "worker", "--help")
+    assert run.returncode == 0 and "--address" in run.stdout

@@ -1,0 +1,126 @@
+"""exec_command, shell and workspace shipping on this machine's host."""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import sys
+
+import pytest
+
+from monarch.actor import this_host
+from monarch.job import exec_command, shell, sync_workspace
+
+TIMEOUT = 60.0
+
+# A plain script: no monarch in it.
+SCRIPT = """\
+import os, sys
+rank = int(os.environ["MONARCH_RANK"])
+print(f"out {rank} {os.environ['MONARCH_RANK_GPUS']}/{os.environ['MONARCH_SIZE_GPUS']}")
+print(f"err {rank}", file=sys.stderr)
+sys.exit(rank)
+"""
+
+
+def test_exec_command_streams_rank_prefixed_output_and_returns_max(tmp_path) -> None:
+    script = tmp_path / "plain.py"
+    script.write_text(SCRIPT)
+    out, err = io.StringIO(), io.StringIO()
+    code = exec_command(this_host(), [str(script)], per_host={"gpus": 3},
+                        output_dir=str(tmp_path / "logs"), stdout=out, stderr=err
+                        ).get(timeout=TIMEOUT)
+    assert code == 2
+    assert sorted(out.getvalue().splitlines()) == ["[0] out 0 0/3", "[1] out 1 1/3",
+                                                   "[2] out 2 2/3"]
+    assert sorted(err.getvalue().splitlines()) == ["[0] err 0", "[1] err 1", "[2] err 2"]
+    # stdout and stderr are read by two threads: their relative order is not defined
+    assert sorted((tmp_path / "logs" / "rank_1.log").read_text().splitlines()) == [
+        "stderr: err 1", "stdout: out 1 1/3"]
+
+
+def test_exec_command_one_rank_with_env_and_workdir(tmp_path) -> None:
+    out = io.StringIO()
+    code = exec_command(this_host(), "echo $GREETING $(pwd) $MONARCH_RANK", env={"GREETING": "hi"},
+                        workdir=str(tmp_path), rank=1, per_host={"gpus": 2},
+                        stdout=out).get(timeout=TIMEOUT)
+    assert code == 0
+    assert out.getvalue() == f"[1] hi {tmp_path} 1\n"
+
+
+def test_exec_command_bad_rank_names_range() -> None:
+    with pytest.raises(IndexError, match="rank 5 is out of range for 2 procs"):
+        exec_command(this_host(), "true", rank=5, per_host={"gpus": 2}).get(timeout=TIMEOUT)
+
+
+def test_exec_command_empty_command_is_rejected() -> None:
+    with pytest.raises(ValueError, match="empty command"):
+        exec_command(this_host(), "  ").get(timeout=TIMEOUT)
+
+
+def test_shell_runs_lines_and_keeps_directory(tmp_path) -> None:
+    (tmp_path / "marker.txt").write_text("x")
+    out = io.StringIO()
+    code = shell(this_host(), stdin=io.StringIO(f"cd {tmp_path}\nls\nfalse\n"), stdout=out)
+    assert out.getvalue() == "marker.txt\n"
+    assert code == 1
+
+
+def test_shell_needs_one_host() -> None:
+    procs_host = this_host()
+    with pytest.raises(ValueError, match="exactly one host"):
+        shell(_TwoHosts(procs_host), stdin=io.StringIO(""))
+
+
+class _TwoHosts:
+    """Stands for a two-host mesh: shell only looks at its length before doing anything."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner = inner
+
+    def __len__(self) -> int:
+        return 2
+
+
+def test_sync_workspace_sends_only_changes(tmp_path) -> None:
+    src = tmp_path / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "a.txt").write_text("alpha")
+    (src / "pkg" / "b.py").write_text("print('b')")
+    (src / "run.sh").write_text("#!/bin/sh\necho run\n")
+    os.chmod(src / "run.sh", 0o755)
+    os.symlink("a.txt", src / "link")
+    dest = tmp_path / "dest"
+    host = this_host()
+
+    first = sync_workspace(host, str(src), str(dest))
+    assert first.sent == {0: ["a.txt", "link", "pkg/b.py", "run.sh"]}
+    assert (dest / "pkg" / "b.py").read_text() == "print('b')"
+    assert os.access(dest / "run.sh", os.X_OK) and os.readlink(dest / "link") == "a.txt"
+
+    again = sync_workspace(host, str(src), str(dest))
+    assert again.files_sent == 0 and again.removed == {0: []}
+
+    (src / "a.txt").write_text("ALPHA")
+    (src / "pkg" / "b.py").unlink()
+    changed = sync_workspace(host, str(src), str(dest))
+    assert changed.sent == {0: ["a.txt"]} and changed.removed == {0: ["pkg/b.py"]}
+    assert (dest / "a.txt").read_text() == "ALPHA" and not (dest / "pkg" / "b.py").exists()
+
+
+def test_sync_workspace_missing_dir_is_clear(tmp_path) -> None:
+    with pytest.raises(NotADirectoryError, match="is not a directory"):
+        sync_workspace(this_host(), str(tmp_path / "nope"))
+
+
+def test_exec_command_with_workspace_runs_there(tmp_path) -> None:
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "main.py").write_text("import os; print(os.path.basename(os.getcwd()))\n")
+    out = io.StringIO()
+    code = exec_command(this_host(), [sys.executable, "main.py"], workspace=str(src),
+                        workspace_dest=str(tmp_path / "shipped"), stdout=out
+                        ).get(timeout=TIMEOUT)
+    assert code == 0 and out.getvalue() == "[0] shipped\n"
+    assert pathlib.Path(tmp_path / "shipped" / "main.py").exists()

@@ -1,0 +1,93 @@
+"""ProcessJob: worker processes as hosts, reused through the job cache, killed for real."""
+
+from __future__ import annotations
+
+import io
+import os
+
+import pytest
+
+from monarch._src.job.pids import alive
+from monarch.actor import Actor, endpoint
+from monarch.job import ProcessJob, exec_command, job_load
+
+TIMEOUT = 60.0
+
+
+class Where(Actor):
+    @endpoint
+    def pid(self) -> int:
+        return os.getppid()
+
+
+def _worker_pids(job: ProcessJob) -> list[tuple[int, str]]:
+    return [w for ws in job._workers.values() for w in ws]
+
+
+@pytest.mark.timeout(120)
+def test_process_job_hosts_cache_reuse_and_kill(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    job = ProcessJob({"trainers": 2, "ps": 1})
+    state = job.state()
+    workers = _worker_pids(job)
+    try:
+        assert len(workers) == 3 and all(alive(pid, addr) for pid, addr in workers)
+        assert state.trainers.sizes == {"hosts": 2} and state.ps.sizes == {"hosts": 1}
+        procs = state.trainers.spawn_procs(per_host={"gpus": 2})
+        parents = procs.spawn("where", Where).pid.call().get(timeout=TIMEOUT)
+        # procs of different hosts have different parents (each worker forks its own)
+        assert len({p for _, p in parents.items()}) == 2
+        out = io.StringIO()
+        code = exec_command(state.ps, "echo $MONARCH_SIZE_HOSTS", stdout=out).get(timeout=TIMEOUT)
+        assert code == 0 and out.getvalue() == "[0] 1\n"
+        procs.stop().get(timeout=TIMEOUT)
+
+        # A second spec with the same meshes is served by the cached, still running workers.
+        again = ProcessJob({"trainers": 2, "ps": 1})
+        cached = job_load()
+        assert cached.can_run(again)
+        assert again.state().trainers.sizes == {"hosts": 2}
+        assert not again.active  # nothing new was started
+        assert _worker_pids(job_load()) == workers
+        assert not cached.can_run(ProcessJob({"trainers": 3}))
+    finally:
+        job.kill()
+    assert not any(alive(pid, addr) for pid, addr in workers)
+    assert not job.active
+
+
+def test_process_job_rejects_bad_meshes() -> None:
+    with pytest.raises(TypeError, match="non-empty dict"):
+        ProcessJob({})
+    with pytest.raises(ValueError, match="positive host count"):
+        ProcessJob({"trainers": 0})
+    with pytest.raises(ValueError, match="Python identifier"):
+        ProcessJob({"not a name": 1})
+
+
+def test_process_job_has_no_batch_mode() -> None:
+    with pytest.raises(NotImplementedError, match="batch mode"):
+        ProcessJob({"trainers": 1}).apply("client.py")
+
+
+@pytest.mark.timeout(90)
+def test_process_job_retries_a_worker_whose_port_was_taken(monkeypatch) -> None:
+    import socket
+
+    from monarch._src.job import process
+
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", 0))
+    squatter.listen()
+    taken = squatter.getsockname()[1]
+    real_free_port = process._free_port
+    ports = iter([taken])
+    monkeypatch.setattr(process, "_free_port", lambda: next(ports, None) or real_free_port())
+    job = ProcessJob({"solo": 1})
+    try:
+        job.apply()
+        ((pid, address),) = job._workers["solo"]
+        assert address != f"tcp://127.0.0.1:{taken}" and alive(pid, address)
+    finally:
+        job.kill()
+        squatter.close()
