@@ -5,6 +5,9 @@ A job is a declarative spec: `ProcessJob({"trainers": 2})`, `SlurmJob({"trainers
 `.monarch/job_state.pkl`) and returns its host meshes by name: `job.state().trainers`.
 `exec_command` runs a plain program on every proc of a host mesh; `sync_workspace` ships a local
 directory to the hosts. The `monarch` command line drives the same objects.
+
+`DEFAULT_JOB_PATH` is where `job.state()` caches the applied job and where `job_load()` reads it
+by default: `.monarch/job_state.pkl`.
 """
 
 from monarch._src.job.current import load_current_job, set_current_job

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Every public module; docs/api.rst documents each of them.
 PUBLIC_MODULES = [
+    "monarch",
     "monarch.actor",
     "monarch.config",
     "monarch.notebook",
@@ -24,6 +25,7 @@ PUBLIC_MODULES = [
     "monarch.job",
     "monarch.job.kubernetes",
     "monarch.spmd",
+    "monarch.simulator",
 ]
 
 

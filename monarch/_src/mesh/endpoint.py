@@ -193,6 +193,14 @@ class Endpoint(Generic[R]):
         """Send to every actor without waiting; an exception there fails the actor."""
         self._post(self._encode_args(args, kwargs), None)
 
+    # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
+    def rref(self, *args: Any, **kwargs: Any) -> Any:
+        """Under `activate()`: call every actor and keep each result on its proc as a
+        distributed tensor (shaped by the endpoint's `propagate`)."""
+        from monarch._src.tensor.actor_calls import endpoint_rref
+
+        return endpoint_rref(self, args, kwargs)
+
     def _send(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], port: Port[Any] | None, selection: str
     ) -> None:

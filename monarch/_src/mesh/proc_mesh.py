@@ -256,11 +256,6 @@ class ProcMesh(MeshTrait):
         self._table.log_window = aggregate_window_sec
         await asyncio.wrap_future(self._host._agent.set_log_level(self._table, level))
 
-    def activate(self) -> Any:
-        raise NotImplementedError(
-            "The tensor engine (proc_mesh.activate()) is not available in this version of monarch."
-        )
-
     def __reduce__(self) -> tuple[Any, ...]:
         return (_rebuild_proc_mesh, (self._table, self._mesh_shape, self._name, self._id,
                                      self._owner_addr))
@@ -288,6 +283,29 @@ class ProcMesh(MeshTrait):
         from monarch._src.mesh.html import mesh_html
 
         return mesh_html("ProcMesh", self._name, self.extent, self._rank_states())
+
+    # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
+    def _device_mesh(self) -> Any:
+        from monarch._src.tensor.engine import engine_for
+
+        engine = engine_for(self)
+        return engine.root_mesh._new_with_shape(self._mesh_shape)
+
+    def activate(self) -> Any:
+        """Context manager: torch operations inside it run on every proc of this mesh."""
+        return self._device_mesh().activate()
+
+    def rank_tensor(self, dim: str | tuple[str, ...]) -> Any:
+        """A distributed tensor holding each proc's coordinate along `dim`."""
+        return self._device_mesh().rank(dim)
+
+    def rank_tensors(self) -> dict[str, Any]:
+        """Dimension -> `rank_tensor(dimension)`."""
+        return self._device_mesh().ranks
+
+    def to_table(self) -> str:
+        """A text table of every point's coordinates and its proc's engine rank."""
+        return self._device_mesh().to_table()
 
 
 def _rebuild_proc_mesh(

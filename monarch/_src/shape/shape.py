@@ -55,18 +55,22 @@ class Shape:
 
     @property
     def labels(self) -> list[str]:
+        """The dimension names, outermost first."""
         return list(self._labels)
 
     @property
     def ndslice(self) -> Slice:
+        """The strided slice of global ranks this shape covers."""
         return self._slice
 
     @property
     def extent(self) -> Extent:
+        """Labels and sizes, without the ranks."""
         return Extent(self._labels, self._slice.sizes)
 
     @property
     def region(self) -> Region:
+        """Labels and the slice of ranks, as a `Region`."""
         return Region(self._labels, self._slice)
 
     def ranks(self) -> list[int]:

@@ -121,18 +121,22 @@ class Slice:
 
     @property
     def offset(self) -> int:
+        """The flat index of the slice's first element."""
         return self._offset
 
     @property
     def sizes(self) -> list[int]:
+        """The size of each dimension."""
         return list(self._sizes)
 
     @property
     def strides(self) -> list[int]:
+        """The flat-index step of each dimension."""
         return list(self._strides)
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions."""
         return len(self._sizes)
 
     def __len__(self) -> int:

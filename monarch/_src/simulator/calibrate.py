@@ -1,0 +1,265 @@
+"""Micro-benchmarks behind the CPU profile, run where the workers would run.
+
+`device_rates()` measures, in the calling process: matmul FLOP/s (a small and a large float32
+product, and float64), memory bandwidth (a large copy), the elementwise rate, and the fixed cost
+of one eager operator. All are medians: the workers run under the same load as the benchmark.
+
+Several CPU workers on one machine compete for its cores (and their thread pools spin), so a
+profile for `workers > 1` is measured by that many child processes (`python -m
+monarch._src.simulator.calibrate`), each using its share of the cores as intra-op threads
+(`threads_per_worker`), running the benchmarks at the same time; they also time gloo
+all-reduces among themselves (a 4-byte one for latency, a 1 MiB one for bandwidth) over the same
+loopback `ProcessGroupGloo` the tensor engine uses. A run takes a few seconds.
+
+`engine_profile(proc_mesh)` measures through a real tensor engine instead (see there).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from typing import Any, Callable
+
+__all__ = [
+    "actor_round_trip", "device_rates", "engine_profile", "measure_concurrently",
+    "threads_per_worker",
+]
+
+
+def threads_per_worker(workers: int, cores: int) -> int:
+    """Intra-op threads each of `workers` CPU workers should use on `cores` cores.
+
+    More threads than cores in total makes every parallel operator wait for descheduled
+    threads at its barriers (on a loaded 2-core machine a 4-MFLOP matmul went from 2 ms to
+    100 ms), so CPU profiles for several workers are measured with this many threads per
+    worker, and workers should be configured the same (`torch.set_num_threads`).
+    """
+    return max(1, cores // max(workers, 1))
+
+
+def _median(fn: Callable[[], Any], repeat: int) -> float:
+    """The median wall time of `fn` over `repeat` runs, after one warm-up."""
+    fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def device_rates() -> dict[str, float]:
+    """Rates of this process's CPU under the current load (see the module docstring)."""
+    import torch
+
+    with torch.inference_mode():
+        n = 256
+        a32 = torch.randn(n, n)
+        a64 = a32.double()
+        flops = 2 * n**3
+        s1, s2 = torch.randn(32, n), torch.randn(n, n)
+        small_flops = 2 * 32 * n * n
+        big = torch.empty(4 * 2**20)  # 16 MiB
+        dst = torch.empty_like(big)
+        tiny = torch.ones(4)
+        op = torch.ops.aten.add.Tensor
+        reps = 200
+        ew_src = torch.ones(2**20)
+        op_cost = _median(lambda: [op(tiny, tiny) for _ in range(reps)], 5) / reps
+        return {
+            "mm32": flops / _median(lambda: torch.mm(a32, a32), 9),
+            "mm64": flops / _median(lambda: torch.mm(a64, a64), 5),
+            "mm_small": small_flops / _median(lambda: torch.mm(s1, s2), 15),
+            "mm_small_flops": float(small_flops),
+            "mm_large_flops": float(flops),
+            "bandwidth": 2 * big.nbytes / _median(lambda: dst.copy_(big), 5),
+            "op_overhead": op_cost,
+            "elementwise": ew_src.numel() / max(_median(lambda: ew_src.mul(2.0), 5) - op_cost,
+                                                1e-9),
+        }
+
+
+def actor_round_trip(rounds: int = 30) -> float:
+    """Median round trip of an actor call to this very process (the thread hand-offs of a
+    monarch message, without the socket)."""
+    from monarch._src.mesh.actor import Actor, endpoint
+    from monarch._src.mesh.proc_mesh import this_proc
+
+    class _Echo(Actor):
+        @endpoint
+        def ping(self) -> int:
+            return 1
+
+    mesh = this_proc().spawn("simulator_calibration_echo", _Echo)
+    try:
+        mesh.ping.call_one().get(timeout=30)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            mesh.ping.call_one().get(timeout=30)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+    finally:
+        mesh.stop().get(timeout=30)
+
+
+def _child(rank: int, world: int, port: int) -> None:
+    """One calibration process: join the group, benchmark in step with the others, report."""
+    import datetime
+
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(threads_per_worker(world, os.cpu_count() or 1))
+    store = dist.TCPStore("127.0.0.1", port, is_master=False,
+                          timeout=datetime.timedelta(seconds=60), use_libuv=True)
+    opts = dist.ProcessGroupGloo._Options()
+    opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
+    opts._timeout = datetime.timedelta(seconds=60)
+    pg = dist.ProcessGroupGloo(dist.PrefixStore("calibrate/", store), rank, world, opts)
+    small = torch.ones(1)
+    pg.allreduce([small]).wait()  # everyone is up: start together
+    rates = device_rates()
+    pg.allreduce([small]).wait()
+    big = torch.ones(2**18)  # 1 MiB
+    rates["allreduce_small"] = _median(lambda: pg.allreduce([small]).wait(), 15)
+    rates["allreduce_big"] = _median(lambda: pg.allreduce([big]).wait(), 7)
+    rates["allreduce_big_bytes"] = float(big.nbytes)
+    sys.stdout.write(json.dumps(rates) + "\n")
+    sys.stdout.flush()
+
+
+def measure_concurrently(workers: int, timeout: float = 120.0) -> list[dict[str, float]]:
+    """Run the benchmarks in `workers` child processes at once; their results, by rank."""
+    import datetime
+    import os
+    import subprocess
+
+    import torch.distributed as dist
+
+    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                          timeout=datetime.timedelta(seconds=timeout), use_libuv=True)
+    env = dict(os.environ, MONARCH_PRESTART="0")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "monarch._src.simulator.calibrate", str(r), str(workers),
+             str(store.port)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for r in range(workers)
+    ]
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            if p.returncode != 0:
+                raise RuntimeError(
+                    f"CPU profile calibration process failed (status {p.returncode}):\n{err}"
+                )
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    return results
+
+
+if __name__ == "__main__":
+    _child(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
+
+
+def engine_profile(procs: Any, repeat: int = 7) -> Any:
+    """A CPU `DeviceProfile` measured through a REAL tensor engine on `procs` (a proc mesh of
+    CPU workers): fetch round trips (message latency), tiny operators (the engine's overhead
+    per command), small and large matmuls, a large elementwise operator (bandwidth) and
+    all-reduces of 4 bytes and 1 MiB (collective latency and bandwidth), each as the median of
+    `repeat` timed batches. Takes a second or two on an idle machine.
+
+    This measures the device and the engine, not any particular program: a simulation with
+    this profile still composes the program's own operators and collectives.
+    """
+    import dataclasses
+
+    import torch
+
+    from monarch._src.simulator.profiles import cpu_profile
+    from monarch._src.tensor.fetch import fetch_shard
+
+    with procs.activate():
+        probe = torch.ones(4)
+        a, w = torch.randn(32, 256), torch.randn(256, 256)
+        vec = torch.ones(2**20)
+        big_buf = torch.ones(2**18)
+        dim = _first_dim(procs)
+        # Warm up everything first (the first collective creates the process group).
+        fetch_shard([probe + 1, a @ w, w @ w, vec * 2, probe.reduce(dim),
+                     big_buf.reduce(dim)]).result(timeout=60)
+
+        def once(make: Callable[[], Any]) -> float:
+            t0 = time.perf_counter()
+            fetch_shard(make()).result(timeout=60)
+            return time.perf_counter() - t0
+
+        def extra(make: Callable[[], Any], times: int = repeat,
+                  base: Callable[[], Any] = lambda: probe) -> float:
+            """Median of (`make` + fetch) - (`base` + fetch), measured in adjacent pairs so
+            that the machine's changing load cancels."""
+            diffs = []
+            for _ in range(times):
+                before = once(base)
+                diffs.append(once(make) - before)
+            return max(statistics.median(diffs), 1e-7)
+
+        round_trip = statistics.median(once(lambda: probe) for _ in range(2 * repeat + 1))
+        tiny_n = 50
+        per_cmd = extra(lambda: [probe + 1 for _ in range(tiny_n)][-1]) / tiny_n
+        mm_n = 10
+        small_t = max(extra(lambda: [a @ w for _ in range(mm_n)][-1][0, :1]) / mm_n - per_cmd,
+                      1e-7)
+        big_n = 4
+        large_t = max(extra(lambda: [w @ w for _ in range(big_n)][-1][0, :1]) / big_n - per_cmd,
+                      1e-7)
+        ew_n = 4
+        ew_t = max(extra(lambda: [vec * 2 for _ in range(ew_n)][-1][:1]) / ew_n - per_cmd, 1e-7)
+        # Against a one-command batch, which wakes every worker as the collective's batch
+        # does: the difference is the collective, including the workers' skew in arriving.
+        touch = lambda: probe + 1  # noqa: E731
+        small_red = extra(lambda: probe.reduce(dim), 2 * repeat + 1, touch)
+        big_red = max(extra(lambda: big_buf.reduce(dim)[:1], 2 * repeat + 1, touch) - per_cmd,
+                      1e-7)
+    base = cpu_profile()
+    n = procs.extent.nelements
+    steps = 2 * (n - 1)
+    latency = small_red / steps
+    moved = 2 * (n - 1) / n * big_buf.nbytes
+    spread = big_red - small_red  # the 1 MiB all-reduce's extra time: its bandwidth term
+    bandwidth = moved / spread if spread > 1e-6 else None  # lost in the noise: default
+    small_flops, large_flops = 2 * 32 * 256 * 256, 2 * 256**3
+    return dataclasses.replace(
+        base,
+        name=f"cpu (engine, {n} workers)",
+        matmul_flops={"float32": large_flops / large_t, "float64": large_flops / large_t / 2,
+                      "bfloat16": large_flops / large_t / 4, "float16": large_flops / large_t / 4},
+        default_matmul_flops=large_flops / large_t,
+        small_matmul=(float(small_flops), small_flops / small_t),
+        large_matmul_flops=float(large_flops),
+        elementwise_flops=vec.numel() / ew_t,
+        memory_bandwidth=2 * vec.nbytes / ew_t,
+        op_overhead=0.0,
+        worker_overhead=per_cmd,
+        message_latency=max(round_trip - per_cmd, 0.0) / 2,
+        collective_latency=latency,
+        collective_bandwidth=bandwidth,
+    )
+
+
+def _first_dim(procs: Any) -> str:
+    labels = list(procs.extent.labels)
+    if not labels:
+        raise ValueError("engine_profile() needs a proc mesh with at least one dimension.")
+    return labels[-1]
