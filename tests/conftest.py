@@ -10,6 +10,7 @@ with this conftest too, and they must not depend on the runtime being importable
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -28,6 +29,22 @@ def _spawn_shared_procs(gpus: int) -> Iterator[Any]:
         yield procs
     finally:
         procs.stop().get(timeout=STOP_TIMEOUT)
+
+
+def guard_stray_faults(where: str) -> Iterator[None]:
+    """Body of a package-scoped autouse fixture: a fault that reaches the client outside any
+    test's own recorder is written to stderr instead of ending the run (the default hook exits)."""
+    import monarch.actor
+
+    def report_stray(failure: Any) -> None:
+        sys.stderr.write(f"{where}: a fault arrived outside any recorder: {failure}\n")
+
+    original = monarch.actor.unhandled_fault_hook
+    monarch.actor.unhandled_fault_hook = report_stray
+    try:
+        yield
+    finally:
+        monarch.actor.unhandled_fault_hook = original
 
 
 @pytest.fixture(scope="session")

@@ -9,23 +9,13 @@ per-test recorders and writes such stray reports to stderr instead.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+
+from tests.conftest import guard_stray_faults
 
 
 @pytest.fixture(scope="package", autouse=True)
 def _stray_fault_guard() -> Iterator[None]:
-    import monarch.actor
-
-    def report_stray(failure: Any) -> None:
-        sys.stderr.write(f"tests/faults: a fault arrived outside any recorder: {failure}\n")
-
-    original = monarch.actor.unhandled_fault_hook
-    monarch.actor.unhandled_fault_hook = report_stray
-    try:
-        yield
-    finally:
-        monarch.actor.unhandled_fault_hook = original
+    yield from guard_stray_faults("tests/faults")

@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+
+from tests.conftest import guard_stray_faults
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -90,17 +91,7 @@ def two_workers() -> Iterator[Workers]:
 
 @pytest.fixture(scope="package", autouse=True)
 def _stray_fault_guard() -> Iterator[None]:
-    import monarch.actor
-
-    def report_stray(failure: Any) -> None:
-        sys.stderr.write(f"tests/hosts: a fault arrived outside any recorder: {failure}\n")
-
-    original = monarch.actor.unhandled_fault_hook
-    monarch.actor.unhandled_fault_hook = report_stray
-    try:
-        yield
-    finally:
-        monarch.actor.unhandled_fault_hook = original
+    yield from guard_stray_faults("tests/hosts")
 
 
 @pytest.fixture

@@ -24,7 +24,7 @@ from monarch._src.hosts.zygote import read_message, write_message
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
 from monarch._src.mesh.ownership import tree
-from monarch._src.mesh.proc_mesh import ProcTable
+from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.mesh.logs import LogSink
@@ -226,18 +226,8 @@ class LocalHostAgent:
             self._proc_failed(table, rank, f"the process this actor was running on failed: {status}")
 
     def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
-        """Rank `rank` of `table` failed: record it, tell the owners, fail what waits on it."""
-        table.fail(rank, report)
-        # Each actor mesh with an actor on that proc is a failed mesh; its owner is told.
-        # With no actor there, the proc mesh's owner is told about the proc mesh.
-        told = False
-        for mesh_key, name, creator_key, ranks in table.actor_meshes:
-            if rank in ranks:
-                self._supervise(creator_key, name, mesh_key, ranks.index(rank), report)
-                told = True
-        if not told:
-            self._supervise(table.owner_key, table.name, table.mesh_key, rank, report)
-        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+        """Rank `rank` of `table` failed (a served host forwards this instead)."""
+        report_proc_failure(self.rt, table, rank, report)
 
     # ---- logs -------------------------------------------------------------------------------
     def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
@@ -319,14 +309,6 @@ class LocalHostAgent:
                         self._unanswered[key] = now
                     port = mailbox.open_port(_Heartbeat(self._unanswered, key))
                     mailbox.post(key, (CONTROL, "ping", (), port))
-
-    def _supervise(
-        self, owner_key: str | None, mesh_name: str, mesh_key: str, rank: int, report: str
-    ) -> None:
-        self.rt.mailbox.post(
-            self.rt.address,
-            (CONTROL, "supervise", (owner_key, mesh_name, mesh_key, rank, report), None),
-        )
 
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:

@@ -33,7 +33,7 @@ from monarch._src.hosts.addresses import host_of, is_loopback, parse_worker_addr
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.ownership import tree
-from monarch._src.mesh.proc_mesh import ProcTable
+from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.ports import CountPort, OncePort, _Entry, decode_reply
@@ -268,21 +268,8 @@ class RemoteHostAgent:
             self._proc_failed(table, rank, report)
 
     def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
-        """Rank `rank` failed: record it, tell the owners, fail what waits on it (loop)."""
-        table.fail(rank, report)
-        told = False
-        for mesh_key, name, creator_key, ranks in table.actor_meshes:
-            if rank in ranks:
-                self._supervise(creator_key, name, mesh_key, ranks.index(rank), report)
-                told = True
-        if not told:
-            self._supervise(table.owner_key, table.name, table.mesh_key, rank, report)
-        self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
-
-    def _supervise(self, owner_key: str | None, mesh_name: str, mesh_key: str, rank: int,
-                   report: str) -> None:
-        self.rt.mailbox.post(self.rt.address, (
-            CONTROL, "supervise", (owner_key, mesh_name, mesh_key, rank, report), None))
+        """Rank `rank` failed on its host: record it, tell the owners (loop)."""
+        report_proc_failure(self.rt, table, rank, report)
 
     # ---- logs -------------------------------------------------------------------------------
     def _log(self, table: ProcTable, proc_id: str, fd: int, text: str) -> None:

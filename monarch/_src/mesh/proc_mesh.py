@@ -32,7 +32,7 @@ from monarch._src.supervision.errors import SupervisionError
 if TYPE_CHECKING:
     from monarch._src.mesh.host_mesh import HostMesh
 
-__all__ = ["ProcMesh", "ProcTable", "fetch_proc_mesh", "this_proc"]
+__all__ = ["ProcMesh", "ProcTable", "fetch_proc_mesh", "report_proc_failure", "this_proc"]
 
 T = TypeVar("T")
 
@@ -84,6 +84,29 @@ class ProcTable:
         # Sending a table waits until every proc is up, so the copy holds only addresses.
         self.ready.result()
         return (ProcTable, (list(self.keys), list(self.pids)))
+
+
+def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> None:
+    """Rank `rank` of `table` failed (on the runtime loop of the table's owner process): record
+    it, tell the owners, and fail what waits on the proc.
+
+    Each actor mesh with an actor on that proc is a failed mesh, and its owner is told; with no
+    actor there, the proc mesh's owner is told about the proc mesh.
+    """
+    table.fail(rank, report)
+
+    def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int) -> None:
+        rt.mailbox.post(rt.address, (
+            CONTROL, "supervise", (owner, mesh_name, mesh_key, mesh_rank, report), None))
+
+    told = False
+    for mesh_key, name, creator_key, ranks in table.actor_meshes:
+        if rank in ranks:
+            supervise(creator_key, name, mesh_key, ranks.index(rank))
+            told = True
+    if not told:
+        supervise(table.owner_key, table.name, table.mesh_key, rank)
+    rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
 
 
 class ProcMesh(MeshTrait):
