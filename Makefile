@@ -34,8 +34,14 @@ test: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
 
+# W1-W5 side by side with torchmonarch (benchmarks/setup_peer.sh builds its venv), then the
+# standalone workloads; each prints one JSON report.
 bench: $(STAMP)
 	$(PY) benchmarks/run.py
+	cd benchmarks && ../$(PY) rdma_bench.py
+	$(PY) benchmarks/tensor_bench.py
+	$(PY) benchmarks/simulator_validation.py
+	$(PY) benchmarks/telemetry_overhead.py
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
 # with warnings as errors (tests/docs/test_api_reference.py).
