@@ -53,8 +53,7 @@ class _Table:
 
 
 class _SimProcMesh:
-    """What an `Engine` needs of its proc mesh: a name, an id, a shape, a table, and `spawn`
-    (which, instead of spawning `TensorWorker`s, hands back the simulation)."""
+    """What an `Engine` needs of its proc mesh: a name, an id, a shape and a table."""
 
     def __init__(self, name: str, shape: Shape, session: Session) -> None:
         self._name = name
@@ -62,10 +61,6 @@ class _SimProcMesh:
         self._shape = shape
         self._table = _Table()
         self._session = session
-
-    def spawn(self, name: str, actor_class: Any, *args: Any, **kwargs: Any) -> _SimWorkers:
-        """Stand in for the workers' actor mesh."""
-        return _SimWorkers(self._session)
 
     def __repr__(self) -> str:
         return f"<simulated proc mesh {self._name} {dict(self._shape.extent.items())}>"
@@ -108,9 +103,10 @@ class SimEngine(Engine):
                                           strides=list(reversed(strides))))
         self.session = session
         self.on_exit: list[Callable[[], None]] = []
-        # The real constructor, over a stand-in proc mesh whose `spawn` returns the simulation:
+        # The real constructor, over a stand-in proc mesh, with the simulation as its workers:
         # every controller-side field of the engine stays the tensor engine's own.
-        super().__init__(_SimProcMesh("simulator", shape, session))  # type: ignore[arg-type]
+        super().__init__(  # type: ignore[arg-type]
+            _SimProcMesh("simulator", shape, session), workers=_SimWorkers(session))
         _live.add(self)
 
     def call_worker(self, rank: int, method: str, args: tuple[Any, ...],

@@ -68,7 +68,9 @@ def engine_for(proc_mesh: ProcMesh) -> Engine:
 class Engine:
     """Workers on every proc of one proc mesh, and the ordered command stream to them."""
 
-    def __init__(self, proc_mesh: ProcMesh) -> None:
+    def __init__(self, proc_mesh: ProcMesh, workers: Any = None) -> None:
+        """Spawn `TensorWorker`s on `proc_mesh`; or, with `workers`, hand every batch and worker
+        request to that object instead (the seam another backend, the simulator, plugs into)."""
         import torch.distributed as dist
 
         from monarch._src.tensor.worker import TensorWorker
@@ -79,16 +81,20 @@ class Engine:
         self.rank_of = {g: i for i, g in enumerate(self.global_ranks)}  # table rank -> engine
         self.size = len(self.global_ranks)
         self.timeout = parse_duration_seconds(str(config_get("tensor_engine_timeout")))
-        # The rendezvous for process groups; workers connect as clients on first collective.
-        self.store = dist.TCPStore(
-            "127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True,
-        )
-        store_addr = ("127.0.0.1", self.store.port)
-        seed = secrets.randbits(48)
-        self.workers: Any = proc_mesh.spawn(
-            f"tensor_engine_{self.id}", TensorWorker, self.id, store_addr, self.timeout, seed,
-            True,
-        )
+        if workers is None:
+            # The rendezvous for process groups; workers connect as clients on first collective.
+            self.store: Any = dist.TCPStore(
+                "127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True,
+            )
+            store_addr = ("127.0.0.1", self.store.port)
+            seed = secrets.randbits(48)
+            workers = proc_mesh.spawn(
+                f"tensor_engine_{self.id}", TensorWorker, self.id, store_addr, self.timeout, seed,
+                True,
+            )
+        else:
+            self.store = None  # another backend (the simulator) has no process groups
+        self.workers: Any = workers
         self._lock = threading.RLock()  # guards the buffer, sequence numbers and flushing
         self._buffer: list[Any] = []  # commands not yet sent, in order
         self._deletes: collections.deque[int] = collections.deque()  # ids freed (any thread)
