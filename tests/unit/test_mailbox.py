@@ -302,6 +302,22 @@ async def test_mailbox_pending_key_resolved_ports_fail_when_address_dies(mailbox
     assert "proc-8 crashed" in str(err)
 
 
+async def test_mailbox_new_proc_on_a_dead_procs_reused_port_is_reachable(mailboxes: Any) -> None:
+    # The OS reuses ports: a proc that ended leaves its address marked dead, and a new proc can
+    # come up listening on that very address. Resolving it must make the address usable again.
+    a, b = await mailboxes(), await mailboxes()
+    actor = _FakeActor()
+    b.actors["fresh"] = actor
+    a.mark_dead(b.address, SupervisionError("the old proc on this port stopped"))
+    assert a.is_dead(b.address)
+    key = PENDING_PREFIX + "proc-9"
+    a.post(key, _call("fresh", "held until the new proc is up"))
+    a.resolve(key, b.address)
+    assert not a.is_dead(b.address)
+    envs = await actor.wait_for(1)
+    assert decode(envs[0][3]) == "held until the new proc is up"
+
+
 async def test_mailbox_pending_key_marked_dead_rejects_held_calls(mailboxes: Any) -> None:
     mb = await mailboxes()
     key = PENDING_PREFIX + "never-booted"

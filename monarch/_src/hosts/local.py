@@ -218,7 +218,9 @@ class LocalHostAgent:
         table, rank = where
         key = table.keys[rank]
         with self._lock:
-            self._by_addr.pop(key, None)
+            if self._by_addr.get(key) != pid:
+                return  # a newer proc already listens on this (reused) port
+            del self._by_addr[key]
         self._unanswered.pop(key, None)
         if table.stopped is not None:
             self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
@@ -353,7 +355,10 @@ class LocalHostAgent:
                 self._kill([p for p in table.pids if p is not None])
                 await asyncio.wait(exits, timeout=timeout)
         for rank, key in enumerate(table.keys):
-            mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+            with self._lock:
+                reused = self._by_addr.get(key) not in (None, table.pids[rank])
+            if not reused:  # else a newer proc of another table listens on that port now
+                mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
 
     def _kill(self, pids: list[int]) -> None:
         with self._lock:

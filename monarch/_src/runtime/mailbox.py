@@ -211,7 +211,13 @@ class Mailbox:
         done.wait()
 
     def resolve(self, pending_key: str, addr: str) -> None:
-        """The proc known as `pending_key` listens at `addr`: release what was held (loop)."""
+        """The proc known as `pending_key` listens at `addr`: release what was held (loop).
+
+        A new proc may listen on the port of one that ended earlier (the OS reuses ports): what
+        was known about the old process at that address no longer applies.
+        """
+        self._dead.pop(addr, None)
+        self._expected_exit.pop(addr, None)
         self._alias[pending_key] = addr
         for port_id in self._waiting.pop(pending_key, set()):
             self._waiting.setdefault(addr, set()).add(port_id)
