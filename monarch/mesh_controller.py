@@ -1,4 +1,4 @@
-"""Compatibility path: `from monarch.mesh_controller import RemoteException, spawn_tensor_engine`."""
+"""Compatibility path for `RemoteException` and `spawn_tensor_engine` (torchmonarch's module)."""
 
 from __future__ import annotations
 

@@ -60,11 +60,14 @@ def runner_script(path: Path) -> str:
     """A script that runs the blocks in `__main__`, compiled under the guide's own name and line
     numbers, so a traceback points into the Markdown file."""
     blocks = [(str(path.relative_to(ROOT)), line, code) for line, code in runnable_blocks(path)]
+    # The loop runs in a function so its variables never shadow names the guide defines.
     return (
         "import sys\n"
-        f"BLOCKS = {blocks!r}\n"
-        "for name, line, code in BLOCKS:\n"
-        "    exec(compile('\\n' * (line - 1) + code, name, 'exec'), sys.modules['__main__'].__dict__)\n"
+        "def _run_blocks(blocks):\n"
+        "    for name, line, code in blocks:\n"
+        "        compiled = compile('\\n' * (line - 1) + code, name, 'exec')\n"
+        "        exec(compiled, sys.modules['__main__'].__dict__)\n"
+        f"_run_blocks({blocks!r})\n"
     )
 
 

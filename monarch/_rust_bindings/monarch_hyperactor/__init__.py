@@ -1,1 +1,1 @@
-"""Re-exports under torchmonarch's `monarch_hyperactor` module paths (see `monarch._rust_bindings`)."""
+"""Re-exports under torchmonarch's `monarch_hyperactor` paths (see `monarch._rust_bindings`)."""

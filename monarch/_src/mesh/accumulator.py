@@ -28,7 +28,7 @@ class Accumulator(Generic[R, A]):
         self._combine = combine
 
     def accumulate(self, *args: Any, **kwargs: Any) -> Future[A]:
-        """Call the endpoint on every actor and fold the replies, in arrival order, into one value."""
+        """Call the endpoint on every actor; fold the replies, in arrival order, into one value."""
         futures = list(self._endpoint.stream(*args, **kwargs))
         if not futures:
             return Future._from_value(self._identity)
