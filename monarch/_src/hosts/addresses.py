@@ -2,6 +2,8 @@
 
 Hosts are dialed over Dask's comm layer, which has `tcp://` and `tls://` but no `ipc://`
 sockets, so a worker address is `tcp://host:port` (or `tls://host:port`, or bare `host:port`).
+With `enable_tls` every connection is TLS, so `tcp://` addresses are dialed (and listened on)
+as `tls://`: the same worker addresses work with and without TLS.
 """
 
 from __future__ import annotations
@@ -9,7 +11,11 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-__all__ = ["TRUST_ALL", "check_ca", "host_of", "is_loopback", "parse_worker_address"]
+from monarch._src.config import get as config_get
+
+__all__ = [
+    "TRUST_ALL", "check_ca", "host_of", "is_loopback", "parse_worker_address", "probe_ssl_context",
+]
 
 TRUST_ALL = "trust_all_connections"
 _LOOPBACK_NAMES = ("localhost",)
@@ -18,7 +24,8 @@ def parse_worker_address(
     address: str, *, what: str = "attach_to_workers", wildcard: bool = False
 ) -> tuple[str, str, int]:
     """Split a worker address `tcp://host:port` (or `tls://`, or bare `host:port`) into
-    (scheme, host, port); ValueError saying what is accepted otherwise. `wildcard` admits
+    (scheme, host, port), the scheme being `tls` whenever `enable_tls` is on; ValueError saying
+    what is accepted otherwise. `wildcard` admits
     `0.0.0.0` (a worker listening on every interface), never a client's dial address."""
     if not isinstance(address, str):
         raise TypeError(f"{what}: a worker address must be a str such as 'tcp://host:26600'; "
@@ -32,6 +39,13 @@ def parse_worker_address(
             f"{what}: worker address {address!r} uses the scheme {scheme!r}; this version "
             "connects hosts over 'tcp://host:port' (or 'tls://host:port' with enable_tls)."
         )
+    tls = bool(config_get("enable_tls"))
+    if scheme == "tls" and not tls:
+        raise ValueError(
+            f"{what}: worker address {address!r} is tls:// but enable_tls is off: configure "
+            "enable_tls with tls_ca_file, tls_cert_file and tls_key_file, or use tcp://."
+        )
+    scheme = "tls" if tls else scheme
     host, colon, port = rest.rpartition(":")
     host = host.strip("[]")
     if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -45,6 +59,15 @@ def parse_worker_address(
             "(the one clients dial)."
         )
     return scheme, host, int(port)
+
+
+def probe_ssl_context() -> Any:
+    """With `enable_tls`, the client SSL context (our certificate) for probing whether a worker
+    listens: a bare TCP probe of a TLS listener is logged as a failed handshake. Else None."""
+    from monarch._src.transport.tls import tls_args
+
+    args = tls_args()
+    return None if args is None else args[0]["ssl_context"]
 
 
 def is_loopback(host: str) -> bool:

@@ -12,8 +12,8 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.config import duration_seconds
-from monarch._src.hosts.addresses import parse_worker_address
+from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.addresses import parse_worker_address, probe_ssl_context
 
 __all__ = ["LocalWorkers"]
 
@@ -33,7 +33,7 @@ class LocalWorkers:
                 s.bind((host, 0))
                 port = s.getsockname()[1]
             addr = f"tcp://{host}:{port}"
-            env = dict(os.environ, MONARCH_PRESTART="0")
+            env = dict(os.environ, MONARCH_PRESTART="0", **_tls_env())
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address", addr,
                  "--exit-with-parent"],
@@ -66,12 +66,25 @@ class LocalWorkers:
                 proc.wait(timeout=5)
 
 
+def _tls_env() -> dict[str, str]:
+    """The TLS settings of this process, however they were set, for a worker subprocess."""
+    if not config_get("enable_tls"):
+        return {}
+    return {
+        "MONARCH_ENABLE_TLS": "1",
+        "MONARCH_TLS_CA_FILE": str(config_get("tls_ca_file")),
+        "MONARCH_TLS_CERT_FILE": str(config_get("tls_cert_file")),
+        "MONARCH_TLS_KEY_FILE": str(config_get("tls_key_file")),
+    }
+
+
 def _wait_listening(proc: Any, addr: str, fut: concurrent.futures.Future[str]) -> None:
     """Poll (bounded) until the worker at `addr` accepts a TCP connection."""
     import socket
     import time
 
     _, host, port = parse_worker_address(addr)
+    ssl_context = probe_ssl_context()
     deadline = time.monotonic() + duration_seconds("mesh_attach_config_timeout")
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -79,7 +92,9 @@ def _wait_listening(proc: Any, addr: str, fut: concurrent.futures.Future[str]) -
                 f"the local worker for {addr} exited with status {proc.returncode}"))
             return
         try:
-            with socket.create_connection((host, port), timeout=1):
+            with socket.create_connection((host, port), timeout=1) as sock:
+                if ssl_context is not None:  # a bare TCP probe would be logged as an attack
+                    ssl_context.wrap_socket(sock).close()
                 fut.set_result(addr)
                 return
         except OSError:

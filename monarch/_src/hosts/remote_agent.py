@@ -29,7 +29,12 @@ import uuid
 from typing import Any, Callable, Sequence
 
 from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
-from monarch._src.hosts.addresses import host_of, is_loopback, parse_worker_address
+from monarch._src.hosts.addresses import (
+    host_of,
+    is_loopback,
+    parse_worker_address,
+    probe_ssl_context,
+)
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.ownership import tree
@@ -462,11 +467,12 @@ async def _probe(host: str, port: int) -> None:
     for `host_heartbeat_timeout`, or no TCP answer at all within it."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + duration_seconds("host_heartbeat_timeout")
+    ssl_context = probe_ssl_context()  # a TLS listener would log a bare TCP probe as an attack
     while True:
         left = deadline - loop.time()
         try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port),
-                                               max(left, 0.1))
+            _, writer = await asyncio.wait_for(
+                asyncio.open_connection(host, port, ssl=ssl_context), max(left, 0.1))
         except (OSError, asyncio.TimeoutError) as exc:
             if isinstance(exc, ConnectionRefusedError) and loop.time() < deadline:
                 await asyncio.sleep(0.1)
