@@ -293,3 +293,27 @@ def test_tcp_transport_listens_on_a_routable_address() -> None:
         assert _listen_address() == f"tcp://{routable_ip()}:0"
     with configured(default_transport="tcp://10.1.2.3:0"):
         assert _listen_address() == "tcp://10.1.2.3:0"
+
+
+@pytest.mark.timeout(60)
+def test_admin_view_shows_procs_and_actors_on_attached_hosts(two_workers: Workers) -> None:
+    from monarch._src.admin.model import collect, find_proc
+
+    hosts = attach_to_workers(ca=TRUST, workers=two_workers.addresses)
+    try:
+        procs = hosts.spawn_procs(per_host={"gpus": 1}, name="watched")
+        actors = procs.spawn("watched_actors", Where)
+        actors.where.call().get(timeout=30)
+        snap = collect()
+        mine = [p for p in snap["procs"] if p["mesh"] == "watched"]
+        assert sorted(_host(p["host"]) for p in mine) == ["127.0.0.2", "127.0.0.3"]
+        assert {p["state"] for p in mine} == {"running"}
+        names = {h["name"] for h in snap["hosts"]}
+        assert {p["host"] for p in mine} <= names
+        watched = [a for a in snap["actors"] if a["mesh"] == "watched_actors"]
+        assert sorted(a["rank"] for a in watched) == [0, 1]
+        assert all(a["sent"] >= 1 for a in watched)
+        # `monarch stacks watched_actors 1` finds the proc on the second host.
+        assert find_proc("watched_actors", 1) in procs._table.keys
+    finally:
+        hosts.shutdown().get(timeout=30)

@@ -1,7 +1,8 @@
 """The admin view's data model: hosts, procs and actors with state, message rates and failures.
 
-`collect()` reads, in the root client, what the runtime already keeps: the local host agent's
-proc tables (address, pid, failed or stopped ranks, the actor meshes on each proc), the ownership
+`collect()` reads, in the root client, what the runtime already keeps: the proc tables of the
+local host agent and of every attached remote host agent (address, host, pid, failed or stopped
+ranks, the actor meshes on each proc), the ownership
 tree (the health of each actor rank), the per-rank message counters of `mesh/traffic.py`, and the
 debug controller's paused actors. It returns plain JSON-ready dicts, so the same snapshot feeds
 the notebook widget in-process and `monarch top` through the control server.
@@ -26,14 +27,24 @@ PENDING_PREFIX = "pending:"
 _MAX_FAILURES = 20  # recent failures kept by an AdminModel
 
 
-def _tables() -> list[Any]:
-    from monarch._src.hosts import local
+def _tables() -> list[tuple[Any, list[str]]]:
+    """(proc table, host of each rank) for every proc table this process started: on this
+    machine, and on remote hosts attached with `attach_to_workers` / `hosts_from_dask`."""
+    from monarch._src.hosts import local, remote_agent
 
+    found: list[tuple[Any, list[str]]] = []
     agent = local._agent
-    if agent is None:
-        return []
-    with agent._lock:
-        return list(agent._tables)
+    if agent is not None:
+        here = socket.gethostname()
+        with agent._lock:
+            found += [(t, [here] * len(t.keys)) for t in agent._tables]
+    remotes = {id(a): a for agents in list(remote_agent._agents_by_host.values()) for a in agents}
+    for remote in remotes.values():
+        with remote._lock:
+            placed = list(remote._tables.values())
+        for table, where in placed:
+            found.append((table, [remote.hosts[h].label for h in where.host_of_rank]))
+    return found
 
 
 def _proc_state(table: Any, rank: int) -> tuple[str, str]:
@@ -59,14 +70,14 @@ def collect() -> Snapshot:
     from monarch._src.mesh import traffic
     from monarch._src.mesh.ownership import tree
 
-    host = socket.gethostname()
     paused = _paused()
     procs: list[dict[str, Any]] = []
     actors: list[dict[str, Any]] = []
-    for table in _tables():
+    for table, hosts in _tables():
         for rank, key in enumerate(table.keys):
             state, detail = _proc_state(table, rank)
-            procs.append({"mesh": table.name, "rank": rank, "host": host, "pid": table.pids[rank],
+            procs.append({"mesh": table.name, "rank": rank, "host": hosts[rank],
+                          "pid": table.pids[rank],
                           "address": "" if key.startswith(PENDING_PREFIX) else key,
                           "state": state, "detail": detail})
         for mesh_key, name, _creator, ranks in list(table.actor_meshes):
@@ -94,10 +105,13 @@ def collect() -> Snapshot:
                 for p in procs if p["state"] == "failed"]
     failures += [{"kind": "actor", "mesh": a["mesh"], "rank": a["rank"], "report": a["detail"]}
                  for a in actors if a["state"] == "failed"]
+    host_names = list(dict.fromkeys([socket.gethostname()] + [p["host"] for p in procs]))
     return {
         "time": time.time(),
-        "hosts": [{"name": host, "procs": len(procs),
-                   "running": sum(1 for p in procs if p["state"] == "running")}],
+        "hosts": [{"name": name, "procs": sum(1 for p in procs if p["host"] == name),
+                   "running": sum(1 for p in procs
+                                  if p["host"] == name and p["state"] == "running")}
+                  for name in host_names],
         "procs": procs,
         "actors": actors,
         "failures": failures,
@@ -112,7 +126,7 @@ def find_proc(mesh: str, rank: int) -> str:
     if mesh in ("client", "root"):
         return get_runtime().address
     names: list[str] = []
-    for table in _tables():
+    for table, _hosts in _tables():
         candidates: list[tuple[str, list[int]]] = [(table.name, list(range(len(table.keys))))]
         candidates += [(name, ranks) for _k, name, _c, ranks in list(table.actor_meshes)]
         for name, ranks in candidates:
