@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/tensor_bench.py
 	$(PY) benchmarks/simulator_validation.py
 	$(PY) benchmarks/telemetry_overhead.py
+	$(PY) benchmarks/remote_hosts.py
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
 # with warnings as errors (tests/docs/test_api_reference.py).
