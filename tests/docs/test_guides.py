@@ -1,4 +1,4 @@
-"""Every code block of the guides in `docs/` runs, so the docs cannot rot.
+"""Every code block of the guides in `docs/` (and of the README) runs, so the docs cannot rot.
 
 A guide's ```` ```python ```` blocks are joined, in order, into one script that runs in a fresh
 Python process from the repository root (one process per guide, as a reader would paste them
@@ -91,7 +91,8 @@ def test_every_guide_is_listed_in_the_index() -> None:
 
 @pytest.mark.timeout(GUIDE_TIMEOUT + 30)
 @pytest.mark.parametrize(
-    "guide", [g for g in guides() if runnable_blocks(g)], ids=lambda p: p.name
+    "guide", [g for g in [*guides(), ROOT / "README.md"] if runnable_blocks(g)],
+    ids=lambda p: p.name,
 )
 def test_guide_runs(guide: Path, tmp_path: Path) -> None:
     path = tmp_path / f"run_{guide.stem}.py"
@@ -102,6 +103,6 @@ def test_guide_runs(guide: Path, tmp_path: Path) -> None:
         timeout=GUIDE_TIMEOUT,
     )
     assert proc.returncode == 0, (
-        f"a code block of docs/{guide.name} failed (exit {proc.returncode})\n"
+        f"a code block of {guide.relative_to(ROOT)} failed (exit {proc.returncode})\n"
         f"--- stdout ---\n{proc.stdout[-4000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
     )
