@@ -23,7 +23,6 @@ from monarch._src.hosts.prestart import start_zygote, take_prestarted
 from monarch._src.hosts.zygote import read_message, write_message
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
-from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
@@ -314,12 +313,7 @@ class LocalHostAgent:
 
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
-        if table.stopped is None:
-            table.stopped = reason
-            # Stopped is not failed: procs exiting from here on are no one's fault.
-            tree.stopping(table.mesh_key)
-            for mesh_key, *_ in table.actor_meshes:
-                tree.stopping(mesh_key)
+        table.begin_stop(reason)
         return self.rt.submit(self._stop(table, reason))
 
     async def _stop(self, table: ProcTable, reason: str) -> None:

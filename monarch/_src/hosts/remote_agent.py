@@ -37,7 +37,6 @@ from monarch._src.hosts.addresses import (
 )
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.logs import LogSink
-from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
@@ -319,11 +318,7 @@ class RemoteHostAgent:
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         """Stop the procs of `table` through their hosts (bounded); stopped is not failed."""
-        if table.stopped is None:
-            table.stopped = reason
-            tree.stopping(table.mesh_key)
-            for mesh_key, *_ in table.actor_meshes:
-                tree.stopping(mesh_key)
+        table.begin_stop(reason)
         return self.rt.submit(self._stop(table, reason))
 
     async def _stop(self, table: ProcTable, reason: str) -> None:

@@ -75,6 +75,16 @@ class ProcTable:
         if done and not self.ready.done():
             self.ready.set_result(None)
 
+    def begin_stop(self, reason: str) -> None:
+        """Mark these procs as being stopped (the first reason stays) and their meshes as
+        stopping in the ownership tree: stopped is not failed, so procs exiting from here on
+        are no one's fault."""
+        if self.stopped is None:
+            self.stopped = reason
+            tree.stopping(self.mesh_key)
+            for mesh_key, *_ in self.actor_meshes:
+                tree.stopping(mesh_key)
+
     def fail(self, rank: int, report: str) -> None:
         self.failed[rank] = report
         if not self.ready.done():
