@@ -72,3 +72,8 @@ def fail_on_rank_one(x: torch.Tensor) -> torch.Tensor:
     if os.environ.get("RANK") == "1":
         raise ValueError("rank one failed on purpose")
     return x + 0
+
+
+def data_address(t: torch.Tensor) -> torch.Tensor:
+    """Where this proc's shard of `t` lives in memory."""
+    return torch.tensor(t.data_ptr())

@@ -180,3 +180,36 @@ def test_reading_fetched_values_inside_activate_runs_locally(mesh2: Any) -> None
         assert float(s) == 6.0  # reading a fetched (local) value needs no mesh
         assert torch.equal(v, v)
         assert isinstance(v[0], monarch.Tensor)  # but computing with it goes to the mesh
+
+
+def test_deletes_go_right_after_the_last_command_issued_before_the_release() -> None:
+    from typing import NamedTuple
+
+    from monarch._src.tensor.commands import Delete
+    from monarch._src.tensor.engine import _place_deletes
+
+    class Cmd(NamedTuple):
+        seq: int
+
+    commands = [Cmd(5), Cmd(6), Cmd(7)]
+    # id 1 freed after command 5 was issued, id 2 after 6, id 3 after 7, id 4 before 5.
+    placed = _place_deletes(commands, [(3, 7), (1, 5), (4, 4), (2, 6)])
+    assert placed == [Delete((4,)), Cmd(5), Delete((1,)), Cmd(6), Delete((2,)), Cmd(7),
+                      Delete((3,))]
+    assert _place_deletes([], [(9, 3)]) == [Delete((9,))]
+
+
+def test_a_freed_output_is_reused_by_the_next_collective(mesh2: Any) -> None:
+    # The previous result is dropped before the next reduce is issued: its Delete runs first,
+    # so the worker's buffer pool hands that very memory to the next reduce's output. (A Delete
+    # sent after the reduce would leave the old buffer alive while the new one is allocated.)
+    address = monarch.remote("tests.tensor.remote_fns.data_address",
+                             propagate=lambda t: torch.tensor(0))
+    with mesh2.activate():
+        big = torch.ones(1 << 20)
+        r = big.reduce("gpus")
+        first = int(monarch.inspect(address(r)))
+        del r
+        r = big.reduce("gpus")
+        second = int(monarch.inspect(address(r)))
+    assert second == first

@@ -49,6 +49,31 @@ _FLUSH_DELAY = 0.002
 _TRACEBACKS_KEPT = 20_000
 
 
+def _place_deletes(commands: list[Any], released: list[tuple[int, int]]) -> list[Any]:
+    """`commands` with a `Delete` for the released ids placed right after the last command
+    issued before each release, so a freed buffer is reusable by the commands that follow.
+
+    `released` holds `(id, seq)`: `seq` is the sequence number of the last command issued when
+    the id was freed; no command issued later can read it.
+    """
+    released.sort(key=lambda r: r[1])
+    out: list[Any] = []
+    i = 0
+    for cmd in commands:
+        seq = getattr(cmd, "seq", None)
+        if seq is not None:
+            ids = []
+            while i < len(released) and released[i][1] < seq:
+                ids.append(released[i][0])
+                i += 1
+            if ids:
+                out.append(Delete(tuple(ids)))
+        out.append(cmd)
+    if i < len(released):
+        out.append(Delete(tuple(ident for ident, _ in released[i:])))
+    return out
+
+
 def engine_for(proc_mesh: ProcMesh) -> Engine:
     """The engine of `proc_mesh`'s root mesh, created (workers spawned) on first use."""
     from monarch._src.mesh import proc_mesh as pm_module
@@ -97,7 +122,8 @@ class Engine:
         self.workers: Any = workers
         self._lock = threading.RLock()  # guards the buffer, sequence numbers and flushing
         self._buffer: list[Any] = []  # commands not yet sent, in order
-        self._deletes: collections.deque[int] = collections.deque()  # ids freed (any thread)
+        # (id, last sequence number issued when it was freed), from any thread
+        self._deletes: collections.deque[tuple[int, int]] = collections.deque()
         self._ids = itertools.count(1)
         self._seq = 0  # sequence number of the last command issued
         self.batch_seq = 0  # sequence number of the last batch sent
@@ -155,7 +181,9 @@ class Engine:
 
     def release(self, ident: int) -> None:
         """The controller dropped the tensor `ident` (any thread, also from a finalizer)."""
-        self._deletes.append(ident)
+        # Every command that reads `ident` was issued before this: its Delete may go right
+        # after them, ahead of commands issued later (which can then reuse its memory).
+        self._deletes.append((ident, self._seq))
 
     def _deferred_flush(self) -> None:
         with self._lock:
@@ -171,10 +199,10 @@ class Engine:
 
     def _flush_locked(self) -> None:
         if self._deletes:
-            ids = []
+            released = []
             while self._deletes:
-                ids.append(self._deletes.popleft())
-            self._buffer.append(Delete(tuple(ids)))
+                released.append(self._deletes.popleft())
+            self._buffer = _place_deletes(self._buffer, released)
         if not self._buffer or self.closed:
             return
         if self.proc_mesh._table.stopped is not None:
