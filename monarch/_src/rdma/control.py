@@ -22,7 +22,7 @@ from monarch._src.runtime.runtime import Runtime, get_runtime
 if TYPE_CHECKING:
     from monarch._src.rdma.manager import Manager
 
-__all__ = ["ask", "install"]
+__all__ = ["LazyPool", "ask", "install"]
 
 
 def install(rt: Runtime, manager: Manager) -> None:
@@ -75,20 +75,26 @@ def install(rt: Runtime, manager: Manager) -> None:
     mailbox.control["rdma_cuda"] = rdma_cuda
 
 
-_pool_lock = threading.Lock()
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
+class LazyPool:
+    """A thread pool of `rdma_runtime_worker_threads` threads, created on first use."""
+
+    def __init__(self, thread_name_prefix: str) -> None:
+        self._prefix = thread_name_prefix
+        self._lock = threading.Lock()
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+    def __call__(self) -> concurrent.futures.ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                n = max(1, int(config_get("rdma_runtime_worker_threads")))
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    max_workers=n, thread_name_prefix=self._prefix)
+            return self._pool
 
 
-def _serve_pool() -> concurrent.futures.ThreadPoolExecutor:
-    # Separate from the transfer workers: a transfer to a buffer of this very process waits on a
-    # worker thread for this pool's answer, so sharing one pool could deadlock.
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            n = max(1, int(config_get("rdma_runtime_worker_threads")))
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=n, thread_name_prefix="monarch-rdma-serve")
-        return _pool
+# Separate from the transfer workers: a transfer to a buffer of this very process waits on a
+# worker thread for this pool's answer, so sharing one pool could deadlock.
+_serve_pool = LazyPool("monarch-rdma-serve")
 
 
 def ask(owner_addr: str, op: str, args: tuple[Any, ...], timeout: float) -> Any:

@@ -17,10 +17,8 @@ the runtime loop, so `Future.get()` and `await` both work in actors and on the c
 
 from __future__ import annotations
 
-import concurrent.futures
 import ctypes
 import os
-import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +26,7 @@ from typing import Any
 from monarch._src.config import get as config_get
 from monarch._src.rdma import vm
 from monarch._src.rdma.backend import is_ibverbs_available
-from monarch._src.rdma.control import ask
+from monarch._src.rdma.control import LazyPool, ask
 from monarch._src.rdma.errors import RDMABufferDroppedError
 from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
@@ -42,19 +40,10 @@ PLANES = ("process_vm", "shm", "tcp", "ibverbs")
 _VM_CHUNK_MAX = 64 << 20  # bounds how late a timeout or a drop is noticed during one copy
 
 _vm_refused = False  # set once the kernel refused process_vm_* in this process
-_pool_lock = threading.Lock()
-_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
-def worker_pool() -> concurrent.futures.ThreadPoolExecutor:
-    """The process's RDMA worker threads (created on first use)."""
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            n = max(1, int(config_get("rdma_runtime_worker_threads")))
-            _pool = concurrent.futures.ThreadPoolExecutor(
-                max_workers=n, thread_name_prefix="monarch-rdma")
-        return _pool
+# The process's RDMA transfer threads.
+worker_pool = LazyPool("monarch-rdma")
 
 
 @dataclass

@@ -11,17 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 import torch.utils._pytree as pytree
 
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.runtime.envelope import CALL
 from monarch._src.runtime.runtime import get_runtime
-from monarch._src.tensor.commands import CallActor, OpMeta, TensorMeta
-from monarch._src.tensor.dispatch import fake_inputs, faking, tensor_meta
+from monarch._src.tensor.commands import CallActor, OpMeta
+from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.mesh import active_mesh_or_none
 from monarch._src.tensor.stream import get_active_stream
-from monarch._src.tensor.tensor import Tensor
 
 __all__ = ["endpoint_rref"]
 
@@ -56,17 +54,7 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     payload = ep._encode_args(args, kwargs)
     out_flat, out_spec = pytree.tree_flatten(fake_result)
     stream = get_active_stream()
-    results: list[Any] = []
-    outputs: list[int | None] = []
-    out_meta: list[TensorMeta] = []
-    for o in out_flat:
-        if isinstance(o, torch.Tensor):
-            t = Tensor(o, mesh, engine.new_id(), stream)
-            results.append(t)
-            outputs.append(t._id)
-            out_meta.append(tensor_meta(o))
-        else:
-            results.append(o)
+    results, outputs, out_meta = output_handles(out_flat, mesh, stream)
     worker_ranks = tuple(engine.rank_of[g] for g in global_ranks)
     meta = OpMeta(label, tuple(tensor_meta(t._fake) for t in tensors), tuple(out_meta))
     engine.submit(lambda seq: CallActor(seq, worker_ranks, stream.name, actors._name, ep._name,

@@ -77,6 +77,26 @@ def tensor_meta(t: torch.Tensor) -> TensorMeta:
 _WRITES: dict[Any, bool] = {}
 
 
+def output_handles(
+    out_flat: list[Any], mesh: DeviceMesh, stream: Any
+) -> tuple[list[Any], list[int | None], list[TensorMeta]]:
+    """For the flattened fake result of a remote function or endpoint: the values to hand back
+    (a new distributed `Tensor` per fake tensor, other values as they are), the output id per
+    flattened value kept by the workers, and the outputs' metadata."""
+    results: list[Any] = []
+    outputs: list[int | None] = []
+    out_meta: list[TensorMeta] = []
+    for o in out_flat:
+        if isinstance(o, torch.Tensor):
+            t = Tensor(o, mesh, mesh._engine.new_id(), stream)
+            results.append(t)
+            outputs.append(t._id)
+            out_meta.append(tensor_meta(o))
+        else:
+            results.append(o)
+    return results, outputs, out_meta
+
+
 def _writes(func: Any) -> bool:
     w = _WRITES.get(func)
     if w is None:

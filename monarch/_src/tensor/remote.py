@@ -23,8 +23,8 @@ import torch
 import torch.utils._pytree as pytree
 
 from monarch._src.runtime.future import Future
-from monarch._src.tensor.commands import CallRemote, OpMeta, TensorMeta
-from monarch._src.tensor.dispatch import fake_inputs, faking, tensor_meta
+from monarch._src.tensor.commands import CallRemote, OpMeta
+from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.fetch import engine_rank_at, split_tree
 from monarch._src.tensor.mesh import DeviceMesh, active_mesh_or_none
 from monarch._src.tensor.stream import get_active_stream
@@ -119,17 +119,7 @@ class Remote:
         fake_result = self._propagated(mesh, args, kwargs, fargs, fkwargs, tensors)
         out_flat, out_spec = pytree.tree_flatten(fake_result)
         stream = get_active_stream()
-        results: list[Any] = []
-        outputs: list[int | None] = []
-        out_meta: list[TensorMeta] = []
-        for o in out_flat:
-            if isinstance(o, torch.Tensor):
-                t = Tensor(o, mesh, mesh._engine.new_id(), stream)
-                results.append(t)
-                outputs.append(t._id)
-                out_meta.append(tensor_meta(o))
-            else:
-                results.append(o)
+        results, outputs, out_meta = output_handles(out_flat, mesh, stream)
         cargs, ckwargs = pytree.tree_unflatten(cmd_flat, spec)
         meta = OpMeta(self._name, tuple(tensor_meta(t._fake) for t in tensors), tuple(out_meta))
         ranks = mesh.engine_ranks
