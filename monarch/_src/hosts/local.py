@@ -32,7 +32,7 @@ from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
 
-__all__ = ["LocalHostAgent", "local_agent", "this_host"]
+__all__ = ["LocalHostAgent", "local_agent", "settled", "this_host"]
 
 _STOPPED_REPORT = "actor mesh is stopped due to proc mesh shutdown"
 # Heavy modules the zygote imports before forking once the controller has imported them: every
@@ -257,7 +257,7 @@ class LocalHostAgent:
             port = mailbox.open_port(entry, tuple(keys))
             for key in keys:
                 mailbox.post(key, (CONTROL, "flush_logs", (), port))
-            waits.append(_settled(entry.cf))
+            waits.append(settled(entry.cf))
         if waits:
             await asyncio.wait(waits, timeout=duration_seconds("process_exit_timeout"))
         self.logs.flush_due(force=True)
@@ -332,7 +332,7 @@ class LocalHostAgent:
             entry = OncePort()
             port = mailbox.open_port(entry, (key,))
             mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
-            waits.append(_settled(entry.cf))
+            waits.append(settled(entry.cf))
         timeout = duration_seconds("process_exit_timeout")
         if waits:
             await asyncio.wait(waits, timeout=timeout)
@@ -340,7 +340,7 @@ class LocalHostAgent:
         with self._lock:
             for pid in table.pids:
                 if pid is not None and pid in self._exited:
-                    exits.append(_settled(self._exited[pid]))
+                    exits.append(settled(self._exited[pid]))
             if table in self._tables:
                 self._tables.remove(table)
         if exits:
@@ -416,7 +416,7 @@ class _Heartbeat(_Entry):
         self.closed = True
 
 
-def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
+def settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
     """A task that ends when `cf` does, whatever its outcome (nobody reads the outcome)."""
 
     async def wait() -> None:

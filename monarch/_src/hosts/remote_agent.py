@@ -35,6 +35,7 @@ from monarch._src.hosts.addresses import (
     parse_worker_address,
     probe_ssl_context,
 )
+from monarch._src.hosts.local import settled
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
@@ -309,7 +310,7 @@ class RemoteHostAgent:
             entry = OncePort()
             port = self.rt.mailbox.open_port(entry, (host.addr,))
             self.rt.mailbox.post(host.addr, (CONTROL, op, args, port))
-            waits.append(_settled(entry.cf))
+            waits.append(settled(entry.cf))
         if waits:
             await asyncio.wait(waits, timeout=3 * duration_seconds("process_exit_timeout"))
         if op == "host_flush_logs":
@@ -482,12 +483,3 @@ def _why(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
 
-
-def _settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
-    async def wait() -> None:
-        try:
-            await asyncio.wrap_future(cf)
-        except BaseException:
-            pass
-
-    return asyncio.get_running_loop().create_task(wait())
