@@ -11,7 +11,7 @@ import asyncio
 import threading
 from typing import Any
 
-__all__ = ["wait_for"]
+__all__ = ["shutdown_quietly", "wait_for"]
 
 
 def _loop_running() -> bool:
@@ -43,3 +43,13 @@ def wait_for(fut: Any, timeout: float) -> Any:
     if not ok:
         raise value
     return value
+
+
+def shutdown_quietly(host_meshes: Any, timeout: float = 10.0) -> None:
+    """Shut each host mesh down (bounded); a failure is ignored because the caller ends the
+    workers another way right after (killing them, scancel, deleting their pods)."""
+    for hm in host_meshes:
+        try:
+            wait_for(hm.shutdown(), timeout)
+        except Exception:  # noqa: BLE001, S110 - the workers are ended another way
+            pass

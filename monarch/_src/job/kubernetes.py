@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from monarch._src.job.blocking import wait_for
+from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.progress import Progress
 from monarch._src.job.state import JobState
@@ -300,11 +300,7 @@ class KubernetesJob(JobTrait):
         return JobState({n: self._live_hosts[n] for n in self._meshes})
 
     def _kill(self) -> None:
-        for hm in self._live_hosts.values():
-            try:
-                wait_for(hm.shutdown(), 10.0)
-            except Exception:  # noqa: BLE001, S110 - killed below either way
-                pass  # deleting the resources ends the pods either way
+        shutdown_quietly(self._live_hosts.values())
         self._live_hosts = {}
         api = self._api()
         for name in self._created:

@@ -16,7 +16,7 @@ import sys
 import tempfile
 from typing import Any
 
-from monarch._src.job.blocking import wait_for
+from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
 from monarch._src.job.progress import Progress
@@ -144,11 +144,7 @@ class ProcessJob(JobTrait):
         return JobState({name: self._live_hosts[name] for name in self._meshes})
 
     def _kill(self) -> None:
-        for hm in self._live_hosts.values():
-            try:
-                wait_for(hm.shutdown(), 10.0)
-            except Exception:  # noqa: BLE001, S110 - killed below either way
-                pass  # the workers are killed below either way
+        shutdown_quietly(self._live_hosts.values())
         self._live_hosts = {}
         kill_workers([w for ws in self._workers.values() for w in ws])
         self._workers = {}

@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from monarch._src.job.blocking import wait_for
+from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.process import check_meshes
 from monarch._src.job.progress import Progress
@@ -253,11 +253,7 @@ class SlurmJob(JobTrait):
         return JobState(dict(self._live_hosts))
 
     def _kill(self) -> None:
-        for hm in self._live_hosts.values():
-            try:
-                wait_for(hm.shutdown(), 10.0)
-            except Exception:  # noqa: BLE001, S110 - killed below either way
-                pass  # scancel ends the workers either way
+        shutdown_quietly(self._live_hosts.values())
         self._live_hosts = {}
         if self._job_id is not None:
             self._slurm(["scancel", self._job_id])
