@@ -68,15 +68,20 @@ class Workers:
             wait_listening(proc, host, port)
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        end_processes(self.procs)
+
+
+def end_processes(procs: list[subprocess.Popen[bytes]], timeout: float = 10.0) -> None:
+    """SIGTERM every process still running, then SIGKILL those not gone within `timeout`."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
 
 
 @pytest.fixture

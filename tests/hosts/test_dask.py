@@ -20,7 +20,7 @@ import pytest
 from monarch.actor import Actor, endpoint, hosts_from_config, hosts_from_dask
 from monarch._src.hosts.dask import pick_workers
 from monarch._src.supervision.errors import SupervisionError
-from tests.hosts.conftest import REPO, free_port, wait_listening, worker_env
+from tests.hosts.conftest import REPO, end_processes, free_port, wait_listening, worker_env
 
 
 class Pid(Actor):
@@ -57,15 +57,7 @@ class DaskCluster:
             raise
 
     def close(self) -> None:
-        for proc in [*self.workers, self.scheduler]:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in [*self.workers, self.scheduler]:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        end_processes([*self.workers, self.scheduler])
 
 
 @pytest.fixture(scope="module")
