@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit bench docs clean
+.PHONY: demo test unit compat compat-reference bench docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,18 @@ test: $(STAMP)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
+
+# The compatibility programs (tests/compat/programs) on this implementation (`make test` runs
+# them too), and the same programs on Meta's torchmonarch 0.7.0, whose output the golden files
+# hold: both must pass. benchmarks/setup_peer.sh builds torchmonarch's venv once.
+PEER_PY := benchmarks/.venv-torchmonarch/bin/python
+
+compat: $(STAMP)
+	$(PY) tests/compat/run.py
+
+compat-reference:
+	bash benchmarks/setup_peer.sh
+	$(PYTHON) tests/compat/run.py --python $(PEER_PY)
 
 # W1-W5 side by side with torchmonarch (benchmarks/setup_peer.sh builds its venv), then the
 # standalone workloads; each prints one JSON report.
