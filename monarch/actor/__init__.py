@@ -45,9 +45,12 @@ from monarch._src.hosts.remote import (
     hosts_from_config,
     hosts_from_dask,
     run_worker_loop_forever,
+    run_worker_loop_until_shutdown,
+    start_worker_loop_forever,
 )
 from monarch._src.debug import debug_controller
 from monarch._src.mesh.unsupported import attach
+from monarch._src.mesh.returns_future import returns_future
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
@@ -85,6 +88,9 @@ __all__ = [
     "Endpoint",
     "Extent",
     "run_worker_loop_forever",
+    "run_worker_loop_until_shutdown",
+    "start_worker_loop_forever",
+    "returns_future",
     "attach_to_workers",
     "hosts_from_dask",
     "attach",

@@ -3,13 +3,15 @@
 A job is a declarative spec: `ProcessJob({"trainers": 2})`, `SlurmJob({"trainers": 4}, ...)`,
 `DaskJob(cluster, meshes={...})`. `job.state()` brings it up (or reuses the one cached in
 `.monarch/job_state.pkl`) and returns its host meshes by name: `job.state().trainers`.
-`exec_command` runs a plain program on every proc of a host mesh; `sync_workspace` ships a local
+`hosts_from_config(name)` is the same function as `monarch.actor.hosts_from_config`.
+`PortForwarder` is an actor that forwards TCP ports between proc meshes. `exec_command` runs a plain program on every proc of a host mesh; `sync_workspace` ships a local
 directory to the hosts. The `monarch` command line drives the same objects.
 
 `DEFAULT_JOB_PATH` is where `job.state()` caches the applied job and where `job_load()` reads it
 by default: `.monarch/job_state.pkl`.
 """
 
+from monarch._src.hosts.remote import hosts_from_config
 from monarch._src.job.current import load_current_job, set_current_job
 from monarch._src.job.dask_job import DaskJob
 from monarch._src.job.exec import exec_command, shell
@@ -41,6 +43,7 @@ __all__ = [
     "SyncReport",
     "TelemetryConfig",
     "exec_command",
+    "hosts_from_config",
     "job_load",
     "job_loads",
     "load_current_job",

@@ -43,6 +43,8 @@ _PRELOADABLE = ("numpy", "torch")
 class LocalHostAgent:
     """Starts procs on this machine. Public methods run on any thread but the runtime loop."""
 
+    is_local = True  # paths given for these hosts (with_python_executable) can be checked here
+
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self._lock = threading.Lock()
@@ -130,6 +132,7 @@ class LocalHostAgent:
         *,
         proc_ids: list[str] | None = None,
         spec: dict[str, Any] | None = None,
+        python: str | None = None,
     ) -> ProcTable:
         """Fork `len(hosts) * per_host` procs. A served remote host (`hosts/served.py`) passes
         the ids its client chose and `spec` entries (root, listen address, config) to override."""
@@ -148,6 +151,7 @@ class LocalHostAgent:
             "env": dict(os.environ),
             # Merged value: under IPython it is on by default here, which a proc cannot see.
             "log_forwarding": bool(config_get("enable_log_forwarding")),
+            **({"python": python} if python else {}),
             **(spec or {}),
         }
         with self._lock:

@@ -1,7 +1,8 @@
 """Remote hosts, the public entry points: host meshes over monarch hosts on other machines.
 
 * `attach_to_workers(ca=..., workers=[...])`: a `HostMesh` (dimension `hosts`) over processes
-  running `run_worker_loop_forever` / `monarch worker`, driven by a `RemoteHostAgent`
+  running `run_worker_loop_forever` (or `run_worker_loop_until_shutdown`, which returns after
+  the shutdown, or `start_worker_loop_forever`, which returns a Future at once) / `monarch worker`, driven by a `RemoteHostAgent`
   (`hosts/remote_agent.py`); the worker side is `HostServer` (`hosts/served.py`).
 * `hosts_from_dask(target)`: one host per machine of a Dask cluster (`hosts/dask.py`).
 * `hosts_from_config(name)`: a scheduler address from the environment or config file, else a
@@ -14,8 +15,11 @@ starts makes it listen on a routable address.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import os
 import sys
+import threading
 from typing import Any, Callable, Sequence
 
 from monarch._src.config import configure, parse_transport
@@ -23,6 +27,7 @@ from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_addre
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.hosts.remote_agent import RemoteHostAgent
 from monarch._src.mesh.host_mesh import HostMesh
+from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import get_runtime, runtime_if_started
 from monarch._src.shape import Shape, Slice
 
@@ -37,6 +42,8 @@ __all__ = [
     "hosts_from_dask",
     "parse_worker_address",
     "run_worker_loop_forever",
+    "run_worker_loop_until_shutdown",
+    "start_worker_loop_forever",
 ]
 
 
@@ -74,18 +81,13 @@ def _attach(targets: list[Any], name: str | None,
     return HostMesh._create(agent, shape, True)  # type: ignore[arg-type]
 
 
-def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> None:
-    """Turn this process into a host: serve one client at a time at `address`; blocks.
-
-    A client that disconnects (or stops answering for `host_heartbeat_timeout`) has its procs
-    stopped, then the next client is served. Returns when a client shuts the host mesh down.
-    """
-    check_ca(ca, private_key, "run_worker_loop_forever")
-    scheme, host, port = parse_worker_address(address, what="run_worker_loop_forever",
-                                              wildcard=True)
+def _serve(ca: str, address: str, private_key: Any, what: str) -> Any:
+    """Make this process a host listening at `address`; returns the `HostServer`."""
+    check_ca(ca, private_key, what)
+    scheme, host, port = parse_worker_address(address, what=what, wildcard=True)
     if runtime_if_started() is not None:
         raise RuntimeError(
-            "run_worker_loop_forever must be the first monarch call of its process: this "
+            f"{what} must be the first monarch call of its process: this "
             "process's runtime already started, so it cannot listen at "
             f"{address!r}. Run it in a process of its own (e.g. `monarch worker`)."
         )
@@ -93,9 +95,58 @@ def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -
     configure(default_transport=parse_transport(listen))
     from monarch._src.hosts.served import HostServer
 
-    server = HostServer(get_runtime(), exit_on_shutdown=True)
+    return HostServer(get_runtime(), exit_on_shutdown=True)
+
+
+def start_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> Future[None]:
+    """Start serving as a host at `address` and return at once.
+
+    The returned Future resolves when a client shuts the host mesh down (`HostMesh.shutdown`);
+    discarding it does not stop the server. Same arguments as `run_worker_loop_forever`.
+    """
+    server = _serve(ca, address, private_key, "start_worker_loop_forever")
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def wait() -> None:
+        server.exited.wait()
+        done.set_result(None)
+
+    threading.Thread(target=wait, name="monarch-worker-loop", daemon=True).start()
+    return Future._create(done)
+
+
+def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> None:
+    """Turn this process into a host: serve one client at a time at `address`; blocks.
+
+    A client that disconnects (or stops answering for `host_heartbeat_timeout`) has its procs
+    stopped, then the next client is served. Returns when a client shuts the host mesh down.
+    """
+    server = _serve(ca, address, private_key, "run_worker_loop_forever")
     while not server.exited.wait(timeout=1.0):
         pass
+
+
+def run_worker_loop_until_shutdown(*, ca: str, address: str, private_key: Any = None) -> None:
+    """Serve as a host at `address` until a client shuts the host mesh down, then return.
+
+    Unlike a `monarch worker`, the process goes on afterwards (its procs are stopped); the
+    runtime keeps running, so the same process cannot serve again.
+    """
+    if _loop_running():
+        raise RuntimeError(
+            "run_worker_loop_until_shutdown() blocks until the host is shut down and cannot be "
+            "called from a running event loop; call it from synchronous code, or use "
+            "start_worker_loop_forever() and await its Future."
+        )
+    start_worker_loop_forever(ca=ca, address=address, private_key=private_key).get()
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:

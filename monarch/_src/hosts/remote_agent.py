@@ -202,7 +202,8 @@ class RemoteHostAgent:
 
     # ---- spawning ---------------------------------------------------------------------------
     def spawn_procs(
-        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
+        python: str | None = None,
     ) -> ProcTable:
         """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks."""
         if self._closed:
@@ -227,6 +228,8 @@ class RemoteHostAgent:
             "bootstrap": encode(bootstrap) if bootstrap is not None else None,
             "log_forwarding": bool(config_get("enable_log_forwarding")),
         }
+        if python:
+            spec["python"] = python  # the procs exec this interpreter (with_python_executable)
         for i, h in enumerate(hosts):
             ids = proc_ids[i * per_host:(i + 1) * per_host]
             self.rt.submit(self._spawn_on(self.hosts[h], table, table_id, ids, spec,

@@ -92,6 +92,8 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
+        if spec.get("python"):
+            _exec_interpreter(spec)  # HostMesh.with_python_executable; returns only on error
         from monarch._src.hosts.proc_main import run_proc
 
         status = run_proc(spec)
@@ -105,6 +107,22 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(status)
+
+
+def _exec_interpreter(spec: dict[str, Any]) -> None:
+    """Become `spec["python"]` running the proc: same pid (the child watch still works), same
+    parent-death signal; the spec travels in an anonymous file (see `hosts/exec_proc.py`)."""
+    python = spec["python"]
+    fd = os.memfd_create("monarch-proc-spec", 0)
+    data = pickle.dumps({k: v for k, v in spec.items() if k != "python"})
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)])
 
 
 def _orphan_poll_interval() -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import os
 from typing import Any, Callable, Protocol
 
 from monarch._src.mesh.ownership import owner_key, tree
@@ -23,9 +24,11 @@ class HostAgent(Protocol):
     """Starts and stops procs on the hosts of a host mesh."""
 
     def spawn_procs(
-        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
+        python: str | None = None,
     ) -> ProcTable:
-        """Start `per_host` procs on each of `hosts` (ranks), host-major; never blocks."""
+        """Start `per_host` procs on each of `hosts` (ranks), host-major; never blocks. With
+        `python`, each proc runs that interpreter (`HostMesh.with_python_executable`)."""
         ...
 
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]: ...
@@ -54,6 +57,8 @@ class HostMesh(MeshTrait):
         hm._mesh_shape = shape
         hm._owned = owned
         hm._state = _HostState()
+        hm._python = None  # interpreter the procs run (None: the host's own)
+        hm._workspace_ok = owned  # sync_workspace is for the mesh as attached, not slices
         return hm
 
     @property
@@ -63,6 +68,7 @@ class HostMesh(MeshTrait):
     def _new_with_shape(self, shape: Shape) -> HostMesh:
         hm = HostMesh._create(self._agent, shape, owned=False)
         hm._state = self._state
+        hm._python = self._python
         return hm
 
     def spawn_procs(
@@ -102,7 +108,10 @@ class HostMesh(MeshTrait):
                 "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
             )
         hosts = self._mesh_shape.ranks()
-        table = self._agent.spawn_procs(hosts, n_per_host, bootstrap)
+        if self._python is None:
+            table = self._agent.spawn_procs(hosts, n_per_host, bootstrap)
+        else:
+            table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python)
         sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
         shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
         from monarch._src.mesh.context import current_instance
@@ -115,6 +124,40 @@ class HostMesh(MeshTrait):
         table.mesh_key = pm._id
         tree.add(pm._id, table.name, owner_key(owner.actor_key), len(shape), actors=False)
         return pm
+
+    def with_python_executable(self, python_executable: str) -> HostMesh:
+        """This host mesh, but its procs run `python_executable` (a path on the hosts).
+
+        The interpreter must be able to import monarch and its dependencies (a venv of the same
+        Python version, say); procs started from such a proc with `this_host()` use it too.
+        """
+        if not isinstance(python_executable, (str, os.PathLike)):
+            raise TypeError(
+                "HostMesh.with_python_executable takes the path of a Python interpreter (a str), "
+                f"got {type(python_executable).__name__}."
+            )
+        path = os.fspath(python_executable)
+        if not path:
+            raise ValueError("HostMesh.with_python_executable got an empty path; pass the path "
+                             "of a Python interpreter such as '/opt/venv/bin/python'.")
+        if getattr(self._agent, "is_local", False):
+            # On this machine the path can be checked now rather than when a proc fails.
+            if not os.path.isfile(path) or not os.access(path, os.X_OK):
+                raise ValueError(
+                    f"HostMesh.with_python_executable: {path!r} is not an executable file on "
+                    "this host. Pass the path of a Python interpreter that can import monarch."
+                )
+            path = os.path.abspath(path)
+        hm = HostMesh._create(self._agent, self._mesh_shape, owned=self._owned)
+        hm._state = self._state
+        hm._python = path
+        hm._workspace_ok = self._workspace_ok
+        return hm
+
+    @property
+    def python_executable(self) -> str | None:
+        """The interpreter set by `with_python_executable` (None: the hosts' default)."""
+        return self._python
 
     @property
     def initialized(self) -> Future[bool]:

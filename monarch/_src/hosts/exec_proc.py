@@ -1,0 +1,37 @@
+"""`python -m monarch._src.hosts.exec_proc FD`: a proc running another interpreter.
+
+`HostMesh.with_python_executable(path)` makes the zygote's forked child exec `path` with this
+module instead of running the proc in the zygote's interpreter. The pid stays the same, so the
+host agent's child watch and the parent-death signal keep working; the proc's spec (a pickle)
+is read from the inherited file descriptor FD, then the proc runs as any other
+(`proc_main.run_proc`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+
+
+def main(argv: list[str]) -> int:
+    """Read the spec from the fd in `argv[0]` and serve as that proc; returns its status."""
+    fd = int(argv[0])
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    os.close(fd)
+    spec = pickle.loads(b"".join(chunks))
+    from monarch._src.hosts.proc_main import run_proc
+
+    return run_proc(spec)
+
+
+if __name__ == "__main__":
+    status = 1
+    try:
+        status = main(sys.argv[1:])
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)

@@ -1,0 +1,1 @@
+"""monarch.experimental: utilities whose interface may still change (`thread_timeout`)."""
