@@ -19,12 +19,12 @@ from monarch._src.job.job import (
     DEFAULT_JOB_PATH,
     JobTrait,
     MeshAdminConfig,
-    PortForwarder,
     TelemetryConfig,
     job_load,
     job_loads,
 )
 from monarch._src.job.local import LocalJob
+from monarch._src.job.port_forward import PortForwarder
 from monarch._src.job.process import ProcessJob
 from monarch._src.job.slurm import SlurmJob
 from monarch._src.job.state import JobState

@@ -24,7 +24,6 @@ __all__ = [
     "DEFAULT_JOB_PATH",
     "JobTrait",
     "MeshAdminConfig",
-    "PortForwarder",
     "TelemetryConfig",
     "job_load",
     "job_loads",
@@ -46,16 +45,6 @@ class MeshAdminConfig:
 
     def __init__(self, **kwargs: Any) -> None:
         self.options = dict(kwargs)
-
-
-class PortForwarder:
-    """Placeholder for the port forwarder of the dashboard; not available in this version."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError(
-            "PortForwarder is not available in this version; the dashboard is not implemented. "
-            "Reach services on the hosts directly (ssh -L) instead."
-        )
 
 
 class JobTrait(abc.ABC):
