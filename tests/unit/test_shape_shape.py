@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 
 import pytest
 
@@ -38,12 +39,12 @@ def test_shape_at_drops_dimension_and_keeps_global_ranks() -> None:
 
 
 def test_shape_at_unknown_label_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="no dimension labeled 'x'"):
+    with pytest.raises(ValueError, match=re.escape('invalid labels `["x"]`')):
         _grid().at("x", 0)
 
 
 def test_shape_at_index_too_large_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="out of range"):
+    with pytest.raises(ValueError, match="^out of range 3:4:1 for dimension gpus of size 3$"):
         _grid().at("gpus", 3)
 
 
@@ -63,22 +64,22 @@ def test_shape_select_clamps_like_python() -> None:
     s = _grid()
     assert s.select("gpus", slice(1, 100)).extent.sizes == [4, 2]
     assert s.select("gpus", slice(-2, None)).ranks() == [1, 2, 4, 5, 7, 8, 10, 11]
-    assert s.select("gpus", slice(5, 9)).extent.sizes == [4, 0]
-    assert len(s.select("gpus", slice(5, 9))) == 0
+    with pytest.raises(ValueError, match="^empty range 3:3:1$"):
+        s.select("gpus", slice(5, 9))
 
 
 def test_shape_select_non_slice_raises_type_error() -> None:
-    with pytest.raises(TypeError, match="use Shape.at"):
+    with pytest.raises(TypeError, match="'int' object cannot be cast as 'slice'"):
         _grid().select("gpus", 1)  # type: ignore[arg-type]
 
 
 def test_shape_select_negative_step_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="non-positive step"):
+    with pytest.raises(ValueError, match="^nonrectangular shape$"):
         _grid().select("gpus", slice(None, None, -1))
 
 
 def test_shape_select_unknown_label_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="no dimension labeled 'x'"):
+    with pytest.raises(ValueError, match="invalid labels"):
         _grid().select("x", slice(0, 1))
 
 
@@ -110,11 +111,14 @@ def test_shape_value_semantics_and_pickle() -> None:
     assert s != _grid()
     assert s != "shape"
     assert pickle.loads(pickle.dumps(s)) == s
-    assert repr(s) == "Shape(labels=['gpus'], slice=Slice(offset=3, sizes=[3], strides=[1]))"
+    # Monarch's Rust Debug form for repr, the short form for str.
+    assert repr(s) == 'Shape { labels: ["gpus"], slice: Slice { offset: 3, sizes: [3], strides: [1] } }'
+    assert str(s) == "{gpus=3}"
+    assert str(_grid()) == "{hosts=4,gpus=3}"
 
 
 def test_shape_label_count_mismatch_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="one label per dimension"):
+    with pytest.raises(ValueError, match="^label slice dimension mismatch: 1 != 2$"):
         Shape(["a"], Slice.new_row_major([2, 2]))
 
 

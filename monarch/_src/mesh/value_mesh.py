@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import operator
 import pprint
-from collections.abc import Iterator, Mapping, Sequence
+import textwrap
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from monarch._src.shape.extent import Point
 from monarch._src.shape.mesh_trait import MeshTrait
 from monarch._src.shape.shape import Shape
+from monarch._src.shape.slice import NEGATIVE
 
 R = TypeVar("R")
 
@@ -32,8 +34,8 @@ class ValueMesh(MeshTrait, Generic[R]):
         values_l = list(values)
         if len(values_l) != len(shape):
             raise ValueError(
-                f"ValueMesh over {shape.extent!r} needs {len(shape)} values, one per point in "
-                f"row-major order, but got {len(values_l)}."
+                f"invalid value mesh: expected {len(shape)} ranks, but contains "
+                f"{len(values_l)} ranks"
             )
         # _values[i] belongs to the i-th global rank of _mesh_shape in row-major order.
         self._mesh_shape: Shape = shape
@@ -65,59 +67,65 @@ class ValueMesh(MeshTrait, Generic[R]):
             ) from None
         return ValueMesh(shape, values)
 
+    @classmethod
+    def from_indexed(cls, shape: Shape, pairs: Iterable[tuple[int, R]]) -> ValueMesh[R]:
+        """Build from `(local rank, value)` pairs in any order; every rank needs exactly one."""
+        values: dict[int, R] = {}
+        for rank, value in pairs:
+            index = operator.index(rank)
+            if not 0 <= index < len(shape):
+                raise ValueError(
+                    f"ValueMesh.from_indexed got rank {index}, outside the {len(shape)} ranks "
+                    f"of {shape}."
+                )
+            if index in values:
+                raise ValueError(f"ValueMesh.from_indexed got rank {index} twice.")
+            values[index] = value
+        missing = [rank for rank in range(len(shape)) if rank not in values]
+        if missing:
+            raise ValueError(
+                f"ValueMesh.from_indexed has no value for ranks {missing} of {shape}; "
+                "pass one pair per rank."
+            )
+        return cls(shape, [values[rank] for rank in range(len(shape))])
+
     def values(self) -> list[R]:
         """The values in row-major (local rank) order."""
         return list(self._values)
 
-    def items(self) -> list[tuple[Point, R]]:
-        """`(point, value)` pairs in row-major order; `point.rank` is the local index."""
-        return list(self)
-
-    def __iter__(self) -> Iterator[tuple[Point, R]]:
+    def items(self) -> Iterator[tuple[Point, R]]:
+        """Yield `(point, value)` pairs in row-major order; `point.rank` is the local index."""
         extent = self._mesh_shape.extent
         for rank, value in enumerate(self._values):
             yield Point(rank, extent), value
 
+    def __iter__(self) -> Iterator[tuple[Point, R]]:
+        return self.items()
+
     def get(self, rank: int) -> R:
         """The value at local row-major index `rank` (0 .. len - 1)."""
         index = operator.index(rank)
-        if not -len(self._values) <= index < len(self._values):
-            raise IndexError(
-                f"Rank {index} is out of range for ValueMesh({self.extent!r}) of "
-                f"{len(self._values)} values."
-            )
+        if index < 0:
+            raise OverflowError(NEGATIVE)
+        if index >= len(self._values):
+            raise ValueError(f"index {index} out of range (len={len(self._values)})")
         return self._values[index]
 
     def item(self, **coords: int) -> R:
         """The value at the given coordinates; every dimension must be named exactly once.
 
         With no dimensions (a 0-dimensional mesh, or after `slice` of every dim) call `item()`.
+        A missing dimension raises KeyError naming it, an extra one KeyError listing them, and
+        coordinates outside the mesh IndexError (Monarch's errors).
         """
-        labels = self._mesh_shape.labels
-        extra = [label for label in coords if label not in labels]
-        if extra:
-            raise KeyError(
-                f"item has extra dimensions: {extra}; ValueMesh({self.extent!r}) has "
-                f"dimensions {labels}."
-            )
-        missing = [label for label in labels if label not in coords]
-        if missing:
-            example = ", ".join(f"{label}=0" for label in labels)
-            raise KeyError(
-                f"item needs a coordinate for every dimension of ValueMesh({self.extent!r}); "
-                f"missing {missing}. Pass them, e.g. item({example}), or slice the mesh first."
-            )
-        sizes = self._mesh_shape.ndslice.sizes
-        position = 0
-        for label, size in zip(labels, sizes):
-            coord = operator.index(coords[label])
-            if not 0 <= coord < size:
-                raise IndexError(
-                    f"Coordinate {label}={coord} is out of range for ValueMesh({self.extent!r}); "
-                    f"pass a value in [0, {size})."
-                )
-            position = position * size + coord
-        return self._values[position]
+        wanted = [coords.pop(label) for label in self._mesh_shape.labels]
+        if coords:
+            raise KeyError(f"item has extra dimensions: {list(coords)}")
+        ndslice = self._mesh_shape.ndslice
+        rank = ndslice.nditem(wanted)
+        if rank not in ndslice or ndslice.coordinates(rank) != wanted:
+            raise IndexError(f"rank {rank} not in current shape")
+        return self._values[ndslice.index(rank)]
 
     def __len__(self) -> int:
         return len(self._values)
@@ -128,7 +136,9 @@ class ValueMesh(MeshTrait, Generic[R]):
         return value_mesh_html(self.extent, list(self.values()))
 
     def __repr__(self) -> str:
-        return f"ValueMesh({self.extent!r}):\n{pprint.pformat(self.items())}"
+        # Monarch's form: the extent, then the pformat of the (point, value) tuple, indented.
+        body = textwrap.indent(pprint.pformat(tuple(self.items())), "  ")
+        return f"ValueMesh({self.extent!r}):\n{body}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ValueMesh, (self._mesh_shape, self._values))

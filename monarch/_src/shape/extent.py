@@ -11,14 +11,13 @@ Both are immutable values that hash, compare and pickle. Unknown labels raise
 
 from __future__ import annotations
 
-import json
 import operator
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from monarch._src.shape.region import Region
-from monarch._src.shape.slice import Slice
+from monarch._src.shape.slice import NEGATIVE, Slice, rust_str
 
 _BARE_LABEL = re.compile(r"[A-Za-z0-9_]+")
 
@@ -39,7 +38,7 @@ class DimensionNotFound(KeyError, ValueError):
 
 
 def _format_label(label: str) -> str:
-    return label if _BARE_LABEL.fullmatch(label) else json.dumps(label)
+    return label if _BARE_LABEL.fullmatch(label) else rust_str(label)
 
 
 class Extent(Mapping[str, int]):
@@ -48,11 +47,9 @@ class Extent(Mapping[str, int]):
     __slots__ = ("_index", "_labels", "_sizes")
 
     def __init__(self, labels: Sequence[str], sizes: Sequence[int]) -> None:
+        # The errors are Monarch's, whose Extent is a Rust value of unsigned sizes.
         if isinstance(labels, str):
-            raise TypeError(
-                f"Extent labels must be a sequence of strings, got the string {labels!r}; "
-                f"wrap it in a list, e.g. [{labels!r}]."
-            )
+            raise TypeError("argument 'labels': Can't extract `str` to `Vec`")
         labels_t = tuple(labels)
         for label in labels_t:
             if not isinstance(label, str):
@@ -62,12 +59,10 @@ class Extent(Mapping[str, int]):
         sizes_t = tuple(operator.index(size) for size in sizes)
         if len(sizes_t) != len(labels_t):
             raise ValueError(
-                f"Extent got {len(labels_t)} labels but {len(sizes_t)} sizes; "
-                "pass one size per label."
+                f"label/sizes dimension mismatch: {len(labels_t)} != {len(sizes_t)}"
             )
-        for label, size in zip(labels_t, sizes_t):
-            if size < 0:
-                raise ValueError(f"Extent dimension {label!r} has negative size {size}.")
+        if any(size < 0 for size in sizes_t):
+            raise OverflowError(NEGATIVE)
         # _index: label -> dimension position, the inverse of _labels.
         self._labels: tuple[str, ...] = labels_t
         self._sizes: tuple[int, ...] = sizes_t
@@ -146,14 +141,21 @@ class Point(Mapping[str, int]):
 
     def __init__(self, rank: int, extent: Extent) -> None:
         if not isinstance(extent, Extent):
-            if not isinstance(extent, Mapping):
-                raise TypeError(f"Point needs an Extent, got {extent!r}.")
-            extent = Extent(list(extent.keys()), list(extent.values()))
-        rank = operator.index(rank)
-        if not 0 <= rank < extent.nelements:
+            raise TypeError(
+                f"argument 'extent': '{type(extent).__name__}' object cannot be cast as 'Extent'"
+            )
+        try:
+            rank = operator.index(rank)
+        except TypeError:
+            raise TypeError(
+                f"argument 'rank': '{type(rank).__name__}' object cannot be interpreted as an "
+                "integer"
+            ) from None
+        if rank < 0:
+            raise OverflowError(NEGATIVE)
+        if rank >= extent.nelements:
             raise ValueError(
-                f"Point rank {rank} is outside extent {extent!r}, which has "
-                f"{extent.nelements} points; use a rank in [0, {extent.nelements})."
+                f"out of range: total ranks {extent.nelements}; does not contain rank {rank}"
             )
         coords = [0] * len(extent)
         remainder = rank

@@ -65,16 +65,18 @@ class MeshTrait(ABC):
     def size(self, dim: str | Sequence[str] | None = None) -> int:
         """Total points, the size of dimension `dim`, or the product over several dims.
 
-        An unknown dimension raises `DimensionNotFound`, a `KeyError`.
+        An unknown dimension raises KeyError naming this mesh, as on Monarch.
         """
         extent = self.extent
         if dim is None:
             return extent.nelements
         if isinstance(dim, str):
+            if dim not in extent.labels:
+                raise KeyError(f"{self} does not have dimension {dim!r}")
             return extent[dim]
         total = 1
         for label in dim:
-            total *= extent[label]
+            total *= self.size(label)
         return total
 
     @property

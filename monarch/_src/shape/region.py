@@ -8,9 +8,13 @@ which names" without caring which mesh type produced them.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.shape.slice import Slice
+
+if TYPE_CHECKING:
+    from monarch._src.shape.extent import Point
+    from monarch._src.shape.shape import Shape
 
 
 class Region:
@@ -39,9 +43,28 @@ class Region:
     def labels(self) -> list[str]:
         return list(self._labels)
 
-    @property
     def slice(self) -> Slice:
+        """The strided slice of global ranks (a method, as on Monarch)."""
         return self._slice
+
+    def as_shape(self) -> Shape:
+        """The same labels and ranks as a `Shape`, which has the slicing operations."""
+        from monarch._src.shape.shape import Shape
+
+        return Shape(self._labels, self._slice)
+
+    def point_of_base_rank(self, rank: int) -> Point:
+        """The `Point` (position within this region) of global rank `rank`."""
+        from monarch._src.shape.extent import Extent, Point
+
+        try:
+            position = self._slice.index(rank)
+        except ValueError:
+            raise ValueError(
+                f"out of range base rank: this base rank {rank} does not belong to this region: "
+                f"{rank}"
+            ) from None
+        return Point(position, Extent(self._labels, self._slice.sizes))
 
     @property
     def sizes(self) -> list[int]:
@@ -63,7 +86,8 @@ class Region:
         return hash((Region, self._labels, self._slice))
 
     def __repr__(self) -> str:
-        return f"Region(labels={list(self._labels)}, slice={self._slice!r})"
+        # Monarch's Region is a Rust object with the default repr under its binding's path.
+        return f"<monarch._rust_bindings.monarch_hyperactor.shape.Region object at {id(self):#x}>"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Region, (self._labels, self._slice))

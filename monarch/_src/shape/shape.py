@@ -17,7 +17,7 @@ from typing import Any
 
 from monarch._src.shape.extent import Extent
 from monarch._src.shape.region import Region
-from monarch._src.shape.slice import Slice
+from monarch._src.shape.slice import NEGATIVE, Slice, rust_str
 
 
 class Shape:
@@ -40,10 +40,7 @@ class Shape:
         if len(set(labels_t)) != len(labels_t):
             raise ValueError(f"Shape labels {list(labels_t)} repeat a name; use distinct labels.")
         if len(labels_t) != slice.ndim:
-            raise ValueError(
-                f"Shape got {len(labels_t)} labels for the {slice.ndim}-dimensional {slice!r}; "
-                "pass one label per dimension."
-            )
+            raise ValueError(f"label slice dimension mismatch: {len(labels_t)} != {slice.ndim}")
         # _labels[d] names dimension d of _slice.
         self._labels: tuple[str, ...] = labels_t
         self._slice: Slice = slice
@@ -82,14 +79,11 @@ class Shape:
         return dict(zip(self._labels, self._slice.coordinates(rank)))
 
     def dim_index(self, label: str) -> int:
-        """Position of dimension `label`; ValueError naming the known labels if absent."""
+        """Position of dimension `label`; ValueError (Monarch's text) if absent."""
         try:
             return self._labels.index(label)
         except ValueError:
-            raise ValueError(
-                f"Shape {self!r} has no dimension labeled {label!r}; "
-                f"its dimensions are {list(self._labels)}."
-            ) from None
+            raise ValueError(f"invalid labels `[{rust_str(label)}]`") from None
 
     def at(self, label: str, index: int) -> Shape:
         """The shape with dimension `label` fixed at `index` and removed."""
@@ -97,14 +91,10 @@ class Shape:
         position = operator.index(index)
         size = self._slice.sizes[dim]
         if position < 0:
-            raise OverflowError(
-                f"Index {position} for dimension {label!r} of {self!r} is negative; "
-                "pass an index in [0, size)."
-            )
+            raise OverflowError(NEGATIVE)
         if position >= size:
             raise ValueError(
-                f"Index {position} is out of range for dimension {label!r} of size {size} "
-                f"in {self!r}; pass an index in [0, {size})."
+                f"out of range {position}:{position + 1}:1 for dimension {label} of size {size}"
             )
         sizes, strides = self._slice.sizes, self._slice.strides
         offset = self._slice.offset + position * strides[dim]
@@ -114,23 +104,25 @@ class Shape:
         return Shape(labels, Slice(offset=offset, sizes=sizes, strides=strides))
 
     def select(self, label: str, slice_obj: slice) -> Shape:
-        """The shape with dimension `label` kept but narrowed to `slice_obj` (clamped, step > 0)."""
+        """The shape with dimension `label` kept but narrowed to `slice_obj` (clamped, step > 0).
+
+        The errors are Monarch's: a zero step, a negative step ("nonrectangular shape") and an
+        empty range are ValueErrors.
+        """
         dim = self.dim_index(label)
         if not isinstance(slice_obj, slice):
             raise TypeError(
-                f"Shape.select needs a slice object for dimension {label!r}, got {slice_obj!r}; "
-                "use Shape.at for a single index."
+                f"argument 'slice': '{type(slice_obj).__name__}' object cannot be cast as 'slice'"
             )
         size = self._slice.sizes[dim]
         start, stop, step = slice_obj.indices(size)
-        if step <= 0:
-            raise ValueError(
-                f"Slice {slice_obj!r} for dimension {label!r} has a non-positive step; "
-                "mesh dimensions can only be narrowed in increasing order."
-            )
+        if step < 0:
+            raise ValueError("nonrectangular shape")
         new_size = len(range(start, stop, step))
+        if new_size == 0:
+            raise ValueError(f"empty range {start}:{stop}:{step}")
         sizes, strides = self._slice.sizes, self._slice.strides
-        offset = self._slice.offset + (start * strides[dim] if new_size else 0)
+        offset = self._slice.offset + start * strides[dim]
         sizes[dim] = new_size
         strides[dim] = strides[dim] * step
         return Shape(self._labels, Slice(offset=offset, sizes=sizes, strides=strides))
@@ -157,7 +149,13 @@ class Shape:
         return hash((Shape, self._labels, self._slice))
 
     def __repr__(self) -> str:
-        return f"Shape(labels={list(self._labels)}, slice={self._slice!r})"
+        # Monarch's Rust Debug form; str() is the short `{a=2,b=3}`.
+        labels = ", ".join(rust_str(label) for label in self._labels)
+        return f"Shape {{ labels: [{labels}], slice: {self._slice!r} }}"
+
+    def __str__(self) -> str:
+        sizes = self._slice.sizes
+        return "{" + ",".join(f"{label}={size}" for label, size in zip(self._labels, sizes)) + "}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Shape, (self._labels, self._slice))

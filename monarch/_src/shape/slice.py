@@ -15,18 +15,31 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterator, Sequence
-from typing import Any, SupportsIndex
+from typing import Any, SupportsIndex, overload
+
+
+# Monarch's slices are Rust values of unsigned integers: a negative offset, size, stride,
+# position or coordinate is refused at that boundary with this OverflowError, and user code
+# written for Monarch may catch exactly that.
+NEGATIVE = "can't convert negative int to unsigned"
 
 
 def _as_nonneg_int(value: object, what: str) -> int:
-    """Convert `value` to an int, rejecting negatives and non-integers with a clear error."""
+    """Convert `value` to an int, rejecting negatives and non-integers as Monarch does."""
     try:
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError as exc:
         raise TypeError(f"Slice {what} must be an integer, got {value!r}.") from exc
     if number < 0:
-        raise ValueError(f"Slice {what} must be non-negative, got {number}.")
+        raise OverflowError(NEGATIVE)
     return number
+
+
+def rust_str(text: str) -> str:
+    """`text` as Rust's Debug prints a string (double quotes), the form Monarch's reprs use."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    escaped = escaped.replace("\n", "\\n").replace("\t", "\\t").replace("\r", "\\r")
+    return f'"{escaped}"'
 
 
 def row_major_strides(sizes: Sequence[int]) -> list[int]:
@@ -48,10 +61,7 @@ class Slice:
         sizes_t = tuple(_as_nonneg_int(s, "size") for s in sizes)
         strides_t = tuple(_as_nonneg_int(s, "stride") for s in strides)
         if len(sizes_t) != len(strides_t):
-            raise ValueError(
-                f"Slice got {len(sizes_t)} sizes but {len(strides_t)} strides; "
-                "pass one stride per dimension."
-            )
+            raise ValueError(f"invalid dims: expected {len(sizes_t)}, got {len(strides_t)}")
         # _offset: global rank of coordinate (0, ..., 0); _len: cached product of _sizes.
         self._offset: int = _as_nonneg_int(offset, "offset")
         self._sizes: tuple[int, ...] = sizes_t
@@ -70,52 +80,26 @@ class Slice:
         return cls(offset=0, sizes=sizes_l, strides=row_major_strides(sizes_l))
 
     @classmethod
-    def from_list(cls, ranks: Sequence[int]) -> Slice:
-        """The slice whose row-major iteration yields exactly `ranks`, in the given order.
+    def from_list(cls, ranks: Sequence[int]) -> list[Slice]:
+        """One-dimensional slices that together cover `ranks`, as Monarch decomposes them.
 
-        The result is normalized: it has no dimension of size 1 and no two adjacent dimensions
-        that could be merged into one (a single rank gives `sizes=[1]`).
-        Raises ValueError if `ranks` is empty, repeats a rank, or is not one strided slice.
+        The ranks are sorted, then cut greedily into maximal arithmetic runs with a positive
+        step: `[0, 2, 4, 5, 6]` gives `[0, 2, 4]` (stride 2) and `[5, 6]`. A repeated rank
+        starts a new run, and an empty list gives an empty list.
         """
-        seq = [_as_nonneg_int(r, "rank") for r in ranks]
-        if not seq:
-            raise ValueError("Cannot build a Slice from an empty list of ranks; pass at least one.")
-        if len(set(seq)) != len(seq):
-            raise ValueError(f"Cannot build a Slice from ranks {seq}: a rank appears twice.")
-        if len(seq) == 1:
-            return cls(offset=seq[0], sizes=[1], strides=[1])
-        # Peel dimensions from the innermost outwards: the longest arithmetic run at the start
-        # is the innermost (merged) dimension; every block of that length must repeat the run,
-        # and the blocks' first ranks form the next, outer, sequence.
-        inner_first: list[tuple[int, int]] = []
-        current = seq
-        while len(current) > 1:
-            stride = current[1] - current[0]
-            if stride <= 0:
-                raise ValueError(
-                    f"Cannot build a Slice from ranks {seq}: they do not increase along a "
-                    "strided dimension; sort them or build the Slice explicitly."
-                )
-            run = 2
-            while run < len(current) and current[run] - current[run - 1] == stride:
-                run += 1
-            if len(current) % run != 0:
-                raise ValueError(f"Cannot build a Slice from ranks {seq}: they are not strided.")
-            starts = current[::run]
-            for block, start in enumerate(starts):
-                expected = range(start, start + run * stride, stride)
-                if current[block * run : (block + 1) * run] != list(expected):
-                    raise ValueError(
-                        f"Cannot build a Slice from ranks {seq}: they are not strided."
-                    )
-            inner_first.append((run, stride))
-            current = starts
-        inner_first.reverse()
-        return cls(
-            offset=seq[0],
-            sizes=[size for size, _ in inner_first],
-            strides=[stride for _, stride in inner_first],
-        )
+        seq = sorted(_as_nonneg_int(r, "rank") for r in ranks)
+        slices: list[Slice] = []
+        start = 0
+        while start < len(seq):
+            first = seq[start]
+            end = start + 1
+            stride = seq[end] - first if end < len(seq) else 0
+            if stride > 0:
+                while end < len(seq) and seq[end] - seq[end - 1] == stride:
+                    end += 1
+            slices.append(cls(offset=first, sizes=[end - start], strides=[max(stride, 1)]))
+            start = end
+        return slices
 
     # -- accessors ----------------------------------------------------------------------------
 
@@ -147,16 +131,28 @@ class Slice:
         for coords in itertools.product(*(range(size) for size in self._sizes)):
             yield offset + sum(c * s for c, s in zip(coords, strides))
 
-    def __getitem__(self, index: SupportsIndex) -> int:
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> int: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[int, ...]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> int | tuple[int, ...]:
+        """The global rank at row-major position `index` (negative counts from the end).
+
+        A Python slice of positions gives the tuple of their ranks, as on Monarch.
+        """
+        if isinstance(index, slice):
+            return tuple(self.get(i) for i in range(*index.indices(self._len)))
+        return self.get(index)
+
+    def get(self, index: SupportsIndex) -> int:
         """The global rank at row-major position `index` (negative counts from the end)."""
         position = operator.index(index)
         if position < 0:
             position += self._len
         if not 0 <= position < self._len:
-            raise IndexError(
-                f"Position {operator.index(index)} is out of range for {self!r} "
-                f"of length {self._len}."
-            )
+            raise IndexError(f"index {operator.index(index)} out of range {self._len}")
         rank = self._offset
         for size, stride in zip(reversed(self._sizes), reversed(self._strides)):
             position, coord = divmod(position, size)
@@ -164,22 +160,15 @@ class Slice:
         return rank
 
     def nditem(self, coords: Sequence[int]) -> int:
-        """The global rank at coordinate vector `coords`; ValueError if outside the slice."""
-        coords_l = [operator.index(c) for c in coords]
+        """`offset + sum(coords[d] * strides[d])`: the rank at coordinate vector `coords`.
+
+        As on Monarch, only the number of coordinates is checked (IndexError), not whether each
+        lies inside its dimension; callers that need that check use `coordinates` on the result.
+        """
+        coords_l = [_as_nonneg_int(c, "coordinate") for c in coords]
         if len(coords_l) != len(self._sizes):
-            raise ValueError(
-                f"{self!r} has {len(self._sizes)} dimensions but got coordinates {coords_l}; "
-                "pass one coordinate per dimension."
-            )
-        rank = self._offset
-        for dim, (coord, size, stride) in enumerate(zip(coords_l, self._sizes, self._strides)):
-            if not 0 <= coord < size:
-                raise ValueError(
-                    f"Coordinate {coord} of dimension {dim} is out of range for {self!r}; "
-                    f"it must be in [0, {size})."
-                )
-            rank += coord * stride
-        return rank
+            raise IndexError(f"invalid dims: expected {len(self._sizes)}, got {len(coords_l)}")
+        return self._offset + sum(c * s for c, s in zip(coords_l, self._strides))
 
     def coordinates(self, value: int) -> list[int]:
         """The coordinate vector of global rank `value`; ValueError if it is not in the slice."""
@@ -188,7 +177,7 @@ class Slice:
         if coords is None:
             coords = self._scan_coordinates(rank)
         if coords is None:
-            raise ValueError(f"Rank {rank} is not in {self!r}.")
+            raise ValueError(f"value {rank} not in slice")
         return coords
 
     def index(self, value: int) -> int:
@@ -276,9 +265,10 @@ class Slice:
         return hash((Slice, self._offset, self._sizes, self._strides))
 
     def __repr__(self) -> str:
+        # Monarch's Rust Debug form, which is also its str.
         return (
-            f"Slice(offset={self._offset}, sizes={list(self._sizes)}, "
-            f"strides={list(self._strides)})"
+            f"Slice {{ offset: {self._offset}, sizes: {list(self._sizes)}, "
+            f"strides: {list(self._strides)} }}"
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
