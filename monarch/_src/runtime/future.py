@@ -28,19 +28,50 @@ logger = logging.getLogger(__name__)
 
 _UNSET: Any = object()
 
+# Torchmonarch words the in-loop warning differently for a future nobody observed yet (the
+# first blocking read) and for one already observed through a handle (awaited, converted with
+# as_asyncio(), or read with a timeout); both texts are kept so programs that match on them run.
 _GET_IN_LOOP_WARNING = (
-    "Future.get() was called from within an active event loop. This blocks the loop until the "
-    "result arrives; use `await future` instead."
+    "Future.get() was called from within an active event loop. Because this method blocks "
+    "synchronously and does not yield control, it may degrade performance by preventing "
+    "other tasks from running, and can potentially cause deadlocks if this future depends "
+    "on them. It is encouraged to use as_asyncio() (or await) instead."
 )
+_OBSERVED_GET_IN_LOOP_WARNING = (
+    "Blocking get() was called from a running asyncio event loop. It is a synchronous, "
+    "blocking call that can freeze the loop and deadlock; use as_asyncio() (or await) instead."
+)
+_GET_IN_LOOP_LOG = "Future.get() called from within an active event loop"
 
 
 def _check_timeout(timeout: float | None) -> None:
-    if timeout is None:
-        return
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise ValueError(f"Future timeout must be a number of seconds or None, not {timeout!r}.")
-    if not math.isfinite(timeout) or timeout < 0:
-        raise ValueError(f"Future timeout must be finite and non-negative, not {timeout!r}.")
+    """The first read's check: a number of seconds, finite and non-negative (or None)."""
+    if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
+        raise ValueError(
+            f"invalid timeout {timeout}: expected a non-negative, finite number of seconds"
+        )
+
+
+def _check_duration(timeout: float) -> None:
+    """An observed future's check, worded as torchmonarch's conversion to a duration is."""
+    seconds = float(timeout)  # a non-number raises TypeError here, as torchmonarch does
+    if math.isnan(seconds) or math.isinf(seconds):
+        shown = "NaN" if math.isnan(seconds) else ("-inf" if seconds < 0 else "inf")
+        if seconds < 0:
+            raise ValueError(
+                f"invalid timeout {shown}: cannot convert float seconds to Duration: value is "
+                "negative"
+            )
+        raise ValueError(
+            f"invalid timeout {shown}: cannot convert float seconds to Duration: value is "
+            "either too big or NaN"
+        )
+    if seconds < 0:
+        shown = str(int(seconds)) if seconds.is_integer() else repr(seconds)
+        raise ValueError(
+            f"invalid timeout {shown}: cannot convert float seconds to Duration: value is "
+            "negative"
+        )
 
 
 class Future(Generic[T]):
@@ -50,12 +81,13 @@ class Future(Generic[T]):
     it cannot be constructed directly.
     """
 
-    __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error")
+    __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error", "_observed",
+                 "_complete")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
-            "Future cannot be constructed directly. Futures are returned by monarch API calls "
-            "such as `mesh.endpoint.call()`."
+            "Future objects are returned by Monarch operations and cannot be constructed "
+            "directly."
         )
 
     @classmethod
@@ -72,6 +104,12 @@ class Future(Generic[T]):
         fut._lock = threading.Lock()
         fut._value = _UNSET  # decoded value, cached once known
         fut._error = None  # exception, cached once known
+        # Torchmonarch's read paths, which decide its warnings and timeout checks: True once
+        # the future was awaited, converted with as_asyncio() or read with a timeout.
+        fut._observed = False
+        # True once a plain get() (no timeout, not observed) finished: later reads return the
+        # cached outcome without checking the timeout or warning.
+        fut._complete = False
         return fut
 
     @classmethod
@@ -114,37 +152,53 @@ class Future(Generic[T]):
     def get(self, timeout: float | None = None) -> T:
         """Block until the result is known and return it, or raise its exception.
 
-        A `TimeoutError` after `timeout` seconds does not consume the future.
+        A `TimeoutError` after `timeout` seconds does not consume the future. Inside a running
+        event loop this warns (it blocks the loop): use `await` there.
         """
-        _check_timeout(timeout)
-        if _loop_running_here():
+        in_loop = _loop_running_here()
+        if in_loop:
+            logger.warning(_GET_IN_LOOP_LOG)
+        if self._complete:
+            return self._outcome()
+        if self._observed or timeout is not None:
+            if not self._observed:
+                _check_timeout(timeout)
+                self._observed = True
+            return self._observed_get(timeout, in_loop)
+        if in_loop:
             # Warned whether or not the result is there yet: whether a call blocks the loop
             # must not depend on timing.
             warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
-            logger.warning(_GET_IN_LOOP_WARNING)
+        self._cf.exception()  # waits on the future's own condition
+        self._complete = True
+        return self._outcome()
+
+    def _observed_get(self, timeout: float | None, in_loop: bool) -> T:
+        if timeout is not None:
+            _check_duration(timeout)
+        if in_loop:
+            warnings.warn(_OBSERVED_GET_IN_LOOP_WARNING, UserWarning, stacklevel=3)
         if not self._cf.done():
             try:
-                # Waits on the future's own condition: cheaper than concurrent.futures.wait.
                 self._cf.exception(timeout)
             except TimeoutError:
-                raise TimeoutError(f"Future did not complete within {timeout} seconds.") from None
+                if not self._cf.done():  # else it completed just as the wait gave up
+                    raise TimeoutError() from None
         return self._outcome()
 
     def result(self, timeout: float | None = None) -> T:
         """Alias of `get`."""
         return self.get(timeout)
 
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """Block like `get`, but return the exception (or None) instead of raising it."""
-        _check_timeout(timeout)
+    def exception(self, timeout: float | None = None) -> Exception | None:
+        """Block like `get`, but return the exception (or None) instead of raising it.
+
+        Whatever `get` would raise is returned, a `TimeoutError` or a bad timeout's
+        `ValueError` included.
+        """
         try:
             self.get(timeout)
-        except TimeoutError:
-            if not self._cf.done():
-                raise
-            self._settle()  # it completed just after the wait timed out
-            return self._error
-        except BaseException as e:
+        except Exception as e:
             return e
         return None
 
@@ -158,9 +212,9 @@ class Future(Generic[T]):
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
-            raise RuntimeError(
-                "Future.as_asyncio() needs a running asyncio event loop; use get() outside one."
-            ) from None
+            raise RuntimeError("as_asyncio() requires a running asyncio event loop.") from None
+        if not self._complete:
+            self._observed = True
         afut: asyncio.Future[T] = loop.create_future()
 
         def _copy(_: concurrent.futures.Future[Any]) -> None:
@@ -183,11 +237,10 @@ class Future(Generic[T]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            raise ValueError(
-                "__await__ with no active event loop: await this Future inside a coroutine, "
-                "or call get() to block."
-            ) from None
+            raise ValueError("__await__ with no active event loop (either asyncio or tokio)") from None
         if self._cf.done():
+            if not self._complete:
+                self._observed = True
             return self._outcome()
         return (yield from self.as_asyncio().__await__())
 
@@ -196,8 +249,8 @@ class Future(Generic[T]):
         self._cf.add_done_callback(lambda _: fn(self))
 
     def __repr__(self) -> str:
-        state = "done" if self._cf.done() else "pending"
-        return f"<monarch.actor.Future {state}>"
+        # torchmonarch's Future keeps object's repr; its class lives at this path there.
+        return f"<monarch._src.actor.future.Future object at {id(self):#x}>"
 
 
 def _loop_running_here() -> bool:
