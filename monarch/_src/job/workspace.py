@@ -22,7 +22,8 @@ from typing import Any
 from monarch._src.job.blocking import wait_for
 from monarch.actor import Actor, HostMesh, endpoint
 
-__all__ = ["SyncReport", "WorkspaceReceiver", "default_dest", "scan", "sync_workspace"]
+__all__ = ["HOST_WORKSPACE_DIR", "SyncReport", "WorkspaceReceiver", "default_dest", "on_host",
+           "scan", "sync_workspace"]
 
 # Bound on each remote step of a sync.
 _TIMEOUT = 120.0
@@ -95,12 +96,26 @@ def default_dest(local_dir: str) -> str:
     return os.path.join(root, f"{os.path.basename(path)}-{tag}")
 
 
+# A destination starting with this is under the host's workspace root, read on the host.
+HOST_WORKSPACE_DIR = "$WORKSPACE_DIR"
+
+
+def on_host(dest: str) -> str:
+    """`dest` as a path on this host: `$WORKSPACE_DIR/...` becomes the host's `WORKSPACE_DIR`
+    (or `~/.monarch/workspace` where that is unset)."""
+    if not dest.startswith(HOST_WORKSPACE_DIR):
+        return dest
+    root = os.environ.get("WORKSPACE_DIR") or os.path.expanduser("~/.monarch/workspace")
+    return os.path.join(root, dest[len(HOST_WORKSPACE_DIR):].lstrip("/"))
+
+
 class WorkspaceReceiver(Actor):
     """Holds a synced directory on one host: reports its manifest and applies patches."""
 
     @endpoint
     def manifest(self, dest: str) -> dict[str, Entry]:
         """The manifest of `dest` on this host (empty if it does not exist yet)."""
+        dest = on_host(dest)
         if not os.path.isdir(dest):
             return {}
         return scan(dest)
@@ -111,7 +126,7 @@ class WorkspaceReceiver(Actor):
         removed: list[str],
     ) -> int:
         """Write `files` (contents, mode), create `links`, delete `removed`; returns a count."""
-        base = os.path.realpath(dest)
+        base = os.path.realpath(on_host(dest))
         os.makedirs(base, exist_ok=True)
 
         def inside(rel: str) -> str:
@@ -163,7 +178,8 @@ def sync_workspace(host_mesh: HostMesh, local_dir: str, dest: str | None = None)
 
     Files are compared by content hash, so a second sync of an unchanged tree sends nothing and a
     changed file travels alone; files deleted locally are deleted remotely. `dest` defaults to
-    `default_dest(local_dir)`. Returns a `SyncReport`.
+    `default_dest(local_dir)`; one starting with `$WORKSPACE_DIR` is resolved on each host
+    (`on_host`). Returns a `SyncReport`.
     """
     if not os.path.isdir(local_dir):
         raise NotADirectoryError(

@@ -154,6 +154,66 @@ class HostMesh(MeshTrait):
         hm._workspace_ok = self._workspace_ok
         return hm
 
+    async def sync_workspace(self, workspace: Any, conda: bool = False,
+                             auto_reload: bool = False) -> None:
+        """Mirror `workspace`'s directories (a `monarch.tools.config.Workspace`) on every host.
+
+        Each directory lands at `$WORKSPACE_DIR/<its workspace path>` on the host (the host's
+        `WORKSPACE_DIR`, else `~/.monarch/workspace`); only changed files travel. With
+        `conda=True` the workspace's conda environment (or the active conda env or virtualenv)
+        is mirrored too, at the same path. Procs started afterwards see the new files.
+        """
+        import asyncio
+
+        from monarch.tools.config.environment import CondaEnvironment
+        from monarch.tools.config.workspace import Workspace
+
+        if not self._workspace_ok:
+            raise RuntimeError(
+                "cannot call sync_workspace on a sliced host mesh or one that was sent over an "
+                "actor endpoint"
+            )
+        if not isinstance(workspace, Workspace):
+            raise TypeError(
+                "HostMesh.sync_workspace takes a monarch.tools.config.Workspace, e.g. "
+                f"Workspace(dirs=['./my_project']); got {type(workspace).__name__}."
+            )
+        if auto_reload:
+            raise NotImplementedError(
+                "HostMesh.sync_workspace(auto_reload=True) is not supported: running procs do "
+                "not reload modules. Stop the proc mesh and spawn_procs() again after the sync "
+                "so the new code is imported."
+            )
+        from monarch._src.job.workspace import HOST_WORKSPACE_DIR, sync_workspace
+
+        jobs: list[tuple[str, str]] = []
+        for src, dst in workspace.dirs.items():
+            local = os.fspath(src)
+            if not os.path.isdir(local):
+                raise NotADirectoryError(
+                    f"Workspace directory {local!r} does not exist; pass existing directories."
+                )
+            jobs.append((local, f"{HOST_WORKSPACE_DIR}/{dst}" if dst else HOST_WORKSPACE_DIR))
+        if conda:
+            prefix = None
+            if isinstance(workspace.env, CondaEnvironment):
+                prefix = workspace.env._conda_prefix
+            prefix = prefix or os.environ.get("CONDA_PREFIX") or os.environ.get("VIRTUAL_ENV")
+            if not prefix:
+                import sys
+
+                prefix = sys.prefix if sys.prefix != sys.base_prefix else None
+            if not prefix:
+                raise ValueError(
+                    "HostMesh.sync_workspace(conda=True) found no environment to sync: no conda "
+                    "env or virtualenv is active and the workspace names none. Activate one or "
+                    "pass Workspace(env=CondaEnvironment(conda_prefix=...))."
+                )
+            real = os.path.realpath(prefix)
+            jobs.append((real, real))
+        for local, dest in jobs:
+            await asyncio.to_thread(sync_workspace, self, local, dest)
+
     @property
     def python_executable(self) -> str | None:
         """The interpreter set by `with_python_executable` (None: the hosts' default)."""

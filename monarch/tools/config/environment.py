@@ -1,0 +1,35 @@
+"""Environments a `Workspace` can carry: the packages its projects run with."""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CondaEnvironment", "Environment"]
+
+
+class Environment:
+    """The dependencies of a workspace's projects (base class)."""
+
+
+class CondaEnvironment(Environment):
+    """A conda environment: `conda_prefix`, or the active one (`$CONDA_PREFIX`) when None."""
+
+    def __init__(self, conda_prefix: str | None = None) -> None:
+        self._conda_prefix = conda_prefix
+
+    @property
+    def conda_prefix(self) -> str:
+        """The environment's directory."""
+        prefix = self._conda_prefix or os.environ.get("CONDA_PREFIX")
+        if not prefix:
+            raise ValueError(
+                "No conda environment is active. Pass CondaEnvironment(conda_prefix=...) or "
+                "activate one."
+            )
+        return prefix
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, CondaEnvironment) and other._conda_prefix == self._conda_prefix
+
+    def __hash__(self) -> int:
+        return hash(self._conda_prefix)
