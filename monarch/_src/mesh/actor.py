@@ -60,7 +60,8 @@ class EndpointProperty:
         return self._method(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<endpoint {getattr(self._method, '__qualname__', self._method)}>"
+        # Monarch's default object repr, under its module path.
+        return f"<monarch._src.actor.endpoint.EndpointProperty object at {id(self):#x}>"
 
 
 def endpoint(

@@ -203,7 +203,12 @@ class ActorMesh(MeshTrait, Generic[T]):
         return len(self._mesh_shape)
 
     def __repr__(self) -> str:
-        return f"<ActorMesh {self._name} of {self._class.__qualname__} {self.extent!r}>"
+        # Monarch's text, character for character: str(shape) is `{hosts=2,gpus=2}`, the
+        # parentheses are unbalanced there too, and `inner` names its Rust mesh class.
+        return (
+            f"ActorMesh(class={self._class}, shape={self._shape}), "
+            "inner=<class 'monarch._rust_bindings.monarch_hyperactor.actor_mesh.PythonActorMesh'>)"
+        )
 
     def _rank_states(self) -> list[tuple[str, str, int | None]]:
         """(state, detail, proc pid) per rank of this view, for the notebook displays.

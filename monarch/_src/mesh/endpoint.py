@@ -220,7 +220,11 @@ class Endpoint(Generic[R]):
         )
 
     def __repr__(self) -> str:
-        return f"<Endpoint {self._label()}>"
+        # Monarch's endpoints are Rust objects with the default repr under the binding's path.
+        return (
+            f"<monarch._rust_bindings.monarch_hyperactor.endpoint.ActorEndpoint object at "
+            f"{id(self):#x}>"
+        )
 
 
 class NotAnEndpoint:
@@ -242,6 +246,10 @@ class NotAnEndpoint:
         if attr in ("call", "call_one", "choose", "stream", "broadcast"):
             self()
         raise AttributeError(attr)
+
+    def __repr__(self) -> str:
+        # Monarch's default object repr, under its module path.
+        return f"<monarch._src.actor.endpoint.NotAnEndpoint object at {id(self):#x}>"
 
 
 def as_endpoint(

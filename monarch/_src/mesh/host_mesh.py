@@ -275,7 +275,8 @@ class HostMesh(MeshTrait):
         raise TypeError("HostMesh references cannot be sent to other actors in this version.")
 
     def __repr__(self) -> str:
-        return f"<HostMesh {self.extent!r}>"
+        # Monarch's default object repr, under its module path (no extent in it).
+        return f"<monarch._src.actor.host_mesh.HostMesh object at {id(self):#x}>"
 
 
 class _HostState:

@@ -294,7 +294,8 @@ class ProcMesh(MeshTrait):
                                      self._owner_addr))
 
     def __repr__(self) -> str:
-        return f"<ProcMesh {self._name} {self.extent!r}>"
+        # Monarch's default object repr, under its module path (no name or extent in it).
+        return f"<monarch._src.actor.proc_mesh.ProcMesh object at {id(self):#x}>"
 
     def _rank_states(self) -> list[tuple[str, str, int | None]]:
         """(state, detail, pid) per rank of this view, for the notebook displays."""
