@@ -66,3 +66,48 @@ def test_dask_job_on_local_cluster(tmp_path, monkeypatch) -> None:
             too_big._live_hosts = None
         finally:
             job.kill()
+
+
+DASK_CLIENT = """\
+import os
+from monarch.actor import Actor, endpoint
+from monarch.job import DaskJob
+
+class Pid(Actor):
+    @endpoint
+    def pid(self):
+        return os.getpid()
+
+state = DaskJob(os.environ["SCHEDULER"], meshes={"trainers": 1}).state()
+procs = state.trainers.spawn_procs(per_host={"gpus": 2})
+pids = procs.spawn("pid", Pid).pid.call().get(timeout=60)
+with open("result.txt", "w") as f:
+    f.write(f"{os.environ['MONARCH_BATCH_JOB']} {len({p for _, p in pids.items()})}")
+"""
+
+
+@pytest.mark.timeout(150)
+def test_dask_job_batch_mode_runs_the_client_and_keeps_the_cluster(tmp_path, monkeypatch) -> None:
+    from distributed import Client, LocalCluster
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "client.py").write_text(DASK_CLIENT)
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=None, host="127.0.0.1") as cluster:
+        monkeypatch.setenv("SCHEDULER", cluster.scheduler_address)
+        job = DaskJob(cluster, meshes={"trainers": 1})
+        job.apply("client.py")
+        assert job.batch_pid is not None
+        _, status = os.waitpid(job.batch_pid, 0)
+        logs = [p.read_text() for p in (tmp_path / ".monarch" / "logs").iterdir()]
+        assert os.waitstatus_to_exitcode(status) == 0, logs
+        assert (tmp_path / "result.txt").read_text() == "1 2"
+        # the cluster outlives the batch client: its worker is still there
+        with Client(cluster.scheduler_address, set_as_default=False) as client:
+            assert len(client.scheduler_info()["workers"]) == 1
+
+
+def test_dask_job_batch_script_must_exist(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        DaskJob("tcp://127.0.0.1:1", meshes={"a": 1}).apply("missing.py")

@@ -65,9 +65,69 @@ def test_process_job_rejects_bad_meshes() -> None:
         ProcessJob({"not a name": 1})
 
 
-def test_process_job_has_no_batch_mode() -> None:
-    with pytest.raises(NotImplementedError, match="batch mode"):
-        ProcessJob({"trainers": 1}).apply("client.py")
+BATCH_CLIENT = """\
+import os
+from monarch.actor import Actor, endpoint
+from monarch.job import ProcessJob
+
+class Tag(Actor):
+    @endpoint
+    def tag(self):
+        return os.environ.get("WORKER_TAG", "none")
+
+state = ProcessJob({"trainers": 2}).state()
+procs = state.trainers.spawn_procs(per_host={"gpus": 2})
+tags = sorted(t for _, t in procs.spawn("tag", Tag).tag.call().get(timeout=60).items())
+with open("result.txt", "w") as f:
+    f.write(os.environ["MONARCH_BATCH_JOB"] + " " + " ".join(tags))
+"""
+
+
+def _exit_code(pid: int) -> int:
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+@pytest.mark.timeout(150)
+def test_process_job_batch_mode_runs_the_client_on_its_workers(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "client.py").write_text(BATCH_CLIENT)
+    job = ProcessJob({"trainers": 2}, env={"WORKER_TAG": "from-apply"})
+    job.apply("client.py")
+    workers = _worker_pids(job)
+    try:
+        assert job.batch_pid is not None and len(workers) == 2
+        code = _exit_code(job.batch_pid)
+        logs = [p.read_text() for p in (tmp_path / ".monarch" / "logs").iterdir()]
+        assert code == 0, logs
+        # the client's job.state() used the workers apply() started (their env shows)
+        assert (tmp_path / "result.txt").read_text() == "1 " + " ".join(["from-apply"] * 4)
+        # and they ended with the client
+        assert not any(alive(pid, addr) for pid, addr in workers)
+    finally:
+        job.kill()
+
+
+@pytest.mark.timeout(150)
+def test_process_job_batch_workers_end_even_when_the_client_fails(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "client.py").write_text("raise SystemExit(3)\n")
+    job = ProcessJob({"trainers": 1})
+    job.apply("client.py")
+    workers = _worker_pids(job)
+    try:
+        assert _exit_code(job.batch_pid) == 3  # type: ignore[arg-type]
+        assert not any(alive(pid, addr) for pid, addr in workers)
+    finally:
+        job.kill()
+
+
+def test_process_job_batch_script_must_exist(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    job = ProcessJob({"trainers": 1})
+    with pytest.raises(FileNotFoundError, match="'missing.py' does not exist"):
+        job.apply("missing.py")
+    assert not job.active and job._workers == {}  # nothing was started
 
 
 @pytest.mark.timeout(90)

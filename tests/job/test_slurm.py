@@ -99,3 +99,54 @@ def test_slurm_job_runs_workers_in_the_allocation(slurm, tmp_path, monkeypatch) 
     finally:
         job.kill()
     assert job._job_state() in ("GONE", "CANCELLED", "COMPLETING")
+
+
+def test_batch_sbatch_script_runs_the_client_after_starting_the_workers(tmp_path) -> None:
+    job = SlurmJob({"a": 2}, python_exe="/opt/py/bin/python", monarch_port=30000)
+    lines = job.sbatch_script(client_script="train.py").splitlines()
+    srun = [i for i, line in enumerate(lines) if line.startswith("srun ")]
+    client = lines.index(f"MONARCH_BATCH_JOB=1 /opt/py/bin/python {os.path.abspath('train.py')}")
+    assert len(srun) == 1 and lines[srun[0]].endswith(" &") and srun[0] < client
+    assert lines[-1] == "exit $status"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        SlurmJob({"a": 1}).apply(str(tmp_path / "missing.py"))
+
+
+SLURM_CLIENT = """\
+import os, socket
+from monarch.actor import Actor, endpoint
+from monarch.job import SlurmJob
+
+class Host(Actor):
+    @endpoint
+    def where(self):
+        return os.environ.get("SLURM_JOB_ID", "")
+
+state = SlurmJob({"workers": 2}).state()   # any spec: the batch client reuses its allocation
+procs = state.workers.spawn_procs()
+ids = sorted(w for _, w in procs.spawn("host", Host).where.call().get(timeout=60).items())
+with open("result.txt", "w") as f:
+    f.write(os.environ["SLURM_JOB_ID"] + " " + " ".join(ids))
+"""
+
+
+@pytest.mark.timeout(150)
+def test_slurm_job_batch_mode_runs_the_client_inside_the_allocation(slurm, tmp_path,
+                                                                    monkeypatch) -> None:
+    import time
+
+    monkeypatch.setenv("SLURM_CONF", slurm.conf)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "client.py").write_text(SLURM_CLIENT)
+    job = SlurmJob({"workers": 2}, python_exe=sys.executable, ntasks_per_node=2,
+                   exclusive=False, log_dir=str(tmp_path / "logs"),
+                   monarch_port=_two_free_ports(), job_start_timeout=60)
+    job.apply("client.py")
+    assert job.job_id is not None
+    deadline = time.monotonic() + 120
+    while job._job_state() not in ("GONE", "COMPLETED", "FAILED", "CANCELLED"):
+        assert time.monotonic() < deadline, "the batch allocation did not end"
+        time.sleep(0.2)
+    out = (tmp_path / "logs" / f"slurm-{job.job_id}.out")
+    assert (tmp_path / "result.txt").exists(), out.read_text() if out.exists() else "no log"
+    assert (tmp_path / "result.txt").read_text() == " ".join([job.job_id] * 3)

@@ -17,6 +17,7 @@ from typing import Any
 
 from monarch._src.job.blocking import wait_for
 from monarch._src.job.job import JobTrait
+from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.process import check_meshes
 from monarch._src.job.progress import Progress
 from monarch._src.job.state import JobState
@@ -74,6 +75,7 @@ class DaskJob(JobTrait):
         self._address = scheduler_address(cluster_or_address)
         self._meshes = check_meshes("DaskJob", meshes) if meshes is not None else None
         self._name = name or "dask"
+        self.batch_pid: int | None = None  # the batch client's supervisor, in batch mode
         self._init_live()
         if not isinstance(cluster_or_address, str):
             self._live_cluster = cluster_or_address
@@ -100,10 +102,7 @@ class DaskJob(JobTrait):
 
     def _create(self, client_script: str | None) -> None:
         if client_script is not None:
-            raise NotImplementedError(
-                "DaskJob does not support batch mode (apply(client_script)). Run the script as "
-                "a Dask task or on a machine that can reach the scheduler."
-            )
+            check_client_script(client_script)
         needed = sum(self._meshes.values()) if self._meshes else 1
         cluster = self._live_cluster
         if cluster is not None and hasattr(cluster, "scale"):
@@ -125,6 +124,8 @@ class DaskJob(JobTrait):
                 )
             time.sleep(0.5)
         progress.close("Dask hosts joined")
+        if client_script is not None:
+            self.batch_pid = launch_batch_client(self, client_script, supervise=True)
 
     def _all_hosts(self) -> Any:
         if self._live_hosts is None:

@@ -13,7 +13,7 @@ from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
 from monarch._src.job.pids import remember
 from monarch._src.job.state import JobState
 
-__all__ = ["BatchJob", "LocalJob"]
+__all__ = ["BatchJob", "LocalJob", "check_client_script", "launch_batch_client"]
 
 
 class LocalJob(JobTrait):
@@ -81,25 +81,44 @@ class BatchJob(JobTrait):
         return self._job._state()
 
     def _kill(self) -> None:
-        if self._job.active:
-            self._job.kill()
+        # The wrapped job was cached before its apply() finished, so it reads "not running"
+        # here; its hosts run all the same.
+        self._job.kill()
 
 
-def launch_batch_client(job: JobTrait, client_script: str, path: str = DEFAULT_JOB_PATH) -> int:
-    """Cache `job` as a batch job at `path` and start `client_script` detached; returns its pid."""
+def check_client_script(client_script: str) -> None:
+    """Raise unless `client_script` names a file (checked before a job starts anything)."""
+    if not isinstance(client_script, (str, os.PathLike)):
+        raise TypeError(f"apply(client_script=...) takes the path of a Python script, got "
+                        f"{type(client_script).__name__}.")
     if not os.path.isfile(client_script):
         raise FileNotFoundError(f"Batch client script {client_script!r} does not exist.")
+
+
+def launch_batch_client(job: JobTrait, client_script: str, path: str = DEFAULT_JOB_PATH,
+                        supervise: bool = False) -> int:
+    """Cache `job` as a batch job at `path` and start `client_script` detached; returns its pid.
+
+    With `supervise`, the script runs under `batch_runner`, which kills the job when the script
+    exits (for jobs whose hosts must not outlive their client).
+    """
+    check_client_script(client_script)
     batch = BatchJob(job)
     batch.dump(path)
     log_dir = os.path.join(os.path.dirname(os.path.realpath(path)), "logs")
     os.makedirs(log_dir, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     env = dict(os.environ, MONARCH_BATCH_JOB="1")
+    argv = [sys.executable, client_script]
+    if supervise:
+        argv = [sys.executable, "-m", "monarch._src.job.batch_runner", os.path.realpath(path),
+                client_script]
+        env.pop("MONARCH_BATCH_JOB")  # the runner sets it for the script alone
     with open(os.path.join(log_dir, f"job_{stamp}.out"), "ab") as out, \
             open(os.path.join(log_dir, f"job_{stamp}.err"), "ab") as err:
         proc = subprocess.Popen(
-            [sys.executable, client_script], stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-            env=env, start_new_session=True,
+            argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env,
+            start_new_session=True,
         )
     remember(proc)
     return proc.pid

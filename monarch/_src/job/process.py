@@ -18,6 +18,7 @@ from typing import Any
 
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
+from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
 from monarch._src.job.progress import Progress
 from monarch._src.job.state import JobState
@@ -57,8 +58,11 @@ def _free_port() -> int:
 class ProcessJob(JobTrait):
     """Hosts as local worker processes: `ProcessJob({"trainers": 2, "ps": 1})`.
 
-    `env` is added to the workers' environment. Batch mode (`apply(client_script)`) is not
-    supported.
+    `env` is added to the workers' environment. Batch mode: `apply("client.py")` starts the
+    workers, then runs the script detached (`MONARCH_BATCH_JOB=1`, output under
+    `.monarch/logs/`); the script's own `job.state()` reuses these workers, and they are killed
+    when the script exits (`batch_pid` is the supervising process). torchmonarch 0.7.0's
+    ProcessJob refuses batch mode.
     """
 
     def __init__(self, meshes: dict[str, int], env: dict[str, str] | None = None) -> None:
@@ -68,6 +72,7 @@ class ProcessJob(JobTrait):
         # Mesh name -> [(pid, address)], filled by _create; empty while not running.
         self._workers: dict[str, list[tuple[int, str]]] = {}
         self._log_dir: str | None = None  # where worker stdout/stderr go
+        self.batch_pid: int | None = None  # the batch client's supervisor, in batch mode
         self._init_live()
 
     def _init_live(self) -> None:
@@ -90,10 +95,7 @@ class ProcessJob(JobTrait):
 
     def _create(self, client_script: str | None) -> None:
         if client_script is not None:
-            raise NotImplementedError(
-                "ProcessJob does not support batch mode (apply(client_script)). Run the script "
-                "yourself; it can call job.state() to reach the workers."
-            )
+            check_client_script(client_script)
         self._log_dir = tempfile.mkdtemp(prefix="monarch_job_")
         env = dict(os.environ, **self._env)
         total = sum(self._meshes.values())
@@ -123,6 +125,8 @@ class ProcessJob(JobTrait):
             for name, i in slots:
                 self._workers.setdefault(name, []).append(ready[(name, i)])
             progress.close(f"worker hosts up (logs in {self._log_dir})")
+            if client_script is not None:
+                self.batch_pid = launch_batch_client(self, client_script, supervise=True)
         except BaseException:
             kill_workers(started)
             self._workers = {}

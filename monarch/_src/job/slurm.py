@@ -4,7 +4,8 @@
 node, task `i` of a node listening on `tcp://<node>:<monarch_port + i>`. `state()` waits until
 `squeue` reports the job running, expands its node list with `scontrol show hostnames`, waits
 for the workers to listen and attaches with `attach_to_workers`; nodes are handed to the meshes
-in order. `kill()` is `scancel`. The Slurm commands go through `SlurmJob._slurm` so tests can
+in order. `kill()` is `scancel`. Batch mode (`apply("client.py")`) runs the client inside the
+allocation too (see `_create`). The Slurm commands go through `SlurmJob._slurm` so tests can
 see exactly what runs.
 """
 
@@ -20,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from monarch._src.job.blocking import shutdown_quietly
-from monarch._src.job.job import JobTrait
+from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
+from monarch._src.job.local import BatchJob, check_client_script
 from monarch._src.job.process import check_meshes
 from monarch._src.job.progress import Progress
 from monarch._src.job.state import JobState
@@ -131,8 +133,9 @@ class SlurmJob(JobTrait):
     def _logs(self) -> str:
         return self._log_dir or os.path.join(tempfile.gettempdir(), "monarch_slurm")
 
-    def sbatch_script(self) -> str:
-        """The batch script `apply()` submits."""
+    def sbatch_script(self, client_script: str | None = None) -> str:
+        """The batch script `apply()` submits; with `client_script`, the batch-mode script that
+        also runs the client on the first node (see `_create`)."""
         log_dir = self._logs()
         opts = [
             f"--job-name={self._job_name}",
@@ -163,7 +166,20 @@ class SlurmJob(JobTrait):
         )
         lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in opts)]
         lines.append(f"mkdir -p {shlex.quote(log_dir)}")
-        lines.append(f"srun --kill-on-bad-exit=0 bash -c {shlex.quote(worker)}")
+        srun = f"srun --kill-on-bad-exit=0 bash -c {shlex.quote(worker)}"
+        if client_script is None:
+            lines.append(srun)
+        else:
+            client = shlex.quote(os.path.abspath(client_script))
+            lines += [
+                f"{srun} &",
+                "monarch_workers=$!",
+                f"MONARCH_BATCH_JOB=1 {shlex.quote(self._python_exe)} {client}",
+                "status=$?",
+                "kill $monarch_workers 2>/dev/null",
+                "wait $monarch_workers 2>/dev/null",
+                "exit $status",
+            ]
         return "\n".join(lines) + "\n"
 
     # -- JobTrait ----------------------------------------------------------------------------
@@ -181,15 +197,21 @@ class SlurmJob(JobTrait):
 
     def _create(self, client_script: str | None) -> None:
         if client_script is not None:
-            raise NotImplementedError(
-                "SlurmJob does not support batch mode (apply(client_script)) yet. Submit the "
-                "client script with sbatch yourself; it can call job.state()."
-            )
+            # Batch mode: one allocation runs the workers and, on its first node, the client
+            # (MONARCH_BATCH_JOB=1), whose job.state() finds this job cached as a BatchJob and
+            # takes the job id from SLURM_JOB_ID. The allocation ends with the client.
+            check_client_script(client_script)
+            if self._attached:
+                raise ValueError(
+                    "SlurmJob(attach_to=...) cannot run a batch client: the allocation already "
+                    "runs. Start the client yourself; its job.state() attaches."
+                )
+            BatchJob(self).dump(DEFAULT_JOB_PATH)
         if self._attached:
             return
         if self._log_dir:
             os.makedirs(self._log_dir, exist_ok=True)
-        out = self._slurm(["sbatch", "--parsable"], stdin=self.sbatch_script())
+        out = self._slurm(["sbatch", "--parsable"], stdin=self.sbatch_script(client_script))
         self._job_id = out.strip().split(";")[0]
 
     def _job_state(self) -> str:
@@ -198,6 +220,8 @@ class SlurmJob(JobTrait):
         return out or "GONE"
 
     def _require_id(self) -> str:
+        if self._job_id is None and _in_batch_client():
+            self._job_id = os.environ.get("SLURM_JOB_ID")
         if self._job_id is None:
             raise RuntimeError("SlurmJob has not been submitted yet. Call apply() or state().")
         return self._job_id
@@ -255,8 +279,15 @@ class SlurmJob(JobTrait):
     def _kill(self) -> None:
         shutdown_quietly(self._live_hosts.values())
         self._live_hosts = {}
+        if _in_batch_client():
+            return  # the allocation's batch script ends the workers once the client exits
         if self._job_id is not None:
             self._slurm(["scancel", self._job_id])
+
+
+def _in_batch_client() -> bool:
+    """True in a batch client started by `apply(client_script)` inside the allocation."""
+    return os.environ.get("MONARCH_BATCH_JOB") == "1" and "SLURM_JOB_ID" in os.environ
 
 
 def _use_tcp() -> None:
