@@ -234,3 +234,8 @@ def test_value_mesh_item_agrees_with_items(sizes: list[int], data: st.DataObject
     index = data.draw(st.integers(0, sizes[labels.index(label)] - 1))
     sub = vm.slice(**{label: index})
     assert sub.values() == [v for p, v in vm if p[label] == index]
+
+
+def test_value_mesh_indexing_raises_monarchs_type_error() -> None:
+    with pytest.raises(TypeError, match=re.escape("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")):
+        _vm(gpus=2)[0]  # type: ignore[index]

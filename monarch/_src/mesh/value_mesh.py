@@ -130,6 +130,11 @@ class ValueMesh(MeshTrait, Generic[R]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def __getitem__(self, key: object) -> None:
+        # Not indexable, as on Monarch (use item(**coords) or get(rank)); the message is the
+        # interpreter's for Monarch's class, whose name carries its module path.
+        raise TypeError("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")
+
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import value_mesh_html
 
