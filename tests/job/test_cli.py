@@ -25,7 +25,9 @@ two_hosts = ProcessJob({"hosts": 2})
 # A plain script: it does not import monarch.
 PLAIN = """\
 import os
-print("rank", os.environ["MONARCH_RANK"], "of", os.environ["MONARCH_WORLD_SIZE"], open("data.txt").read())
+e = os.environ
+print("rank", e["MONARCH_RANK"], "of", e["MONARCH_WORLD_SIZE"], open("data.txt").read(),
+      "torchrun", e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"], e["MASTER_PORT"] != "")
 raise SystemExit(int(os.environ["MONARCH_RANK"]) + 3)
 """
 
@@ -61,15 +63,16 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
         run = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
                       "--per-host", '{"gpus": 2}', "--", "python", "plain.py")
         assert run.returncode == 6, run.stderr  # max of 3 + rank over 4 procs
-        assert sorted(run.stdout.splitlines()) == [
-            f"[{r}] rank {r} of 4 v1" for r in range(4)]
+        assert sorted(run.stdout.splitlines()) == [  # torchrun's view: gpus is the local dim
+            f"[{r}] rank {r} of 4 v1 torchrun {r} {r % 2} 4 True" for r in range(4)]
         # both hosts (one machine here) get both files
         assert "sent 4 files" in run.stderr
 
         unchanged = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
                             "--rank", "1", "--", "python", "plain.py")
         assert "sent 0 files" in unchanged.stderr
-        assert unchanged.stdout == "[1] rank 1 of 2 v1\n" and unchanged.returncode == 4
+        assert unchanged.stdout == "[1] rank 1 of 2 v1 torchrun 1 0 2 True\n"  # one proc per host: local 0
+        assert unchanged.returncode == 4
 
         (project / "ws" / "data.txt").write_text("v2")
         changed = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,

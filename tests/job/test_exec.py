@@ -124,3 +124,45 @@ def test_exec_command_with_workspace_runs_there(tmp_path) -> None:
                         ).get(timeout=TIMEOUT)
     assert code == 0 and out.getvalue() == "[0] shipped\n"
     assert pathlib.Path(tmp_path / "shipped" / "main.py").exists()
+
+
+TORCHRUN_ENV = """\
+import os
+keys = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME"]
+print(" ".join(f"{k}={os.environ[k]}" for k in keys))
+print("MASTER", os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"])
+"""
+
+
+def test_exec_command_gives_each_rank_the_torchrun_environment(tmp_path) -> None:
+    import socket
+
+    script = tmp_path / "env.py"
+    script.write_text(TORCHRUN_ENV)
+    out = io.StringIO()
+    code = exec_command(this_host(), [str(script)], per_host={"gpus": 3},
+                        stdout=out).get(timeout=TIMEOUT)
+    assert code == 0
+    lines = out.getvalue().splitlines()
+    ranks = sorted(line for line in lines if "RANK=" in line)
+    # the procs of the one host are one torchrun node
+    assert ranks == [
+        f"[{r}] RANK={r} LOCAL_RANK={r} WORLD_SIZE=3 LOCAL_WORLD_SIZE=3 GROUP_RANK=0 "
+        f"GROUP_WORLD_SIZE=1 ROLE_RANK={r} ROLE_WORLD_SIZE=3 ROLE_NAME=rank" for r in range(3)]
+    masters = {line.split(" ", 1)[1] for line in lines if "MASTER" in line}
+    assert len(masters) == 1  # one rendezvous for every rank
+    _, addr, port = masters.pop().split()
+    assert addr == socket.gethostname() and 0 < int(port) < 65536
+    # what the caller passes wins
+    out = io.StringIO()
+    assert exec_command(this_host(), "echo $MASTER_PORT $RANK", env={"MASTER_PORT": "1234"},
+                        stdout=out).get(timeout=TIMEOUT) == 0
+    assert out.getvalue() == "[0] 1234 0\n"
+
+
+def test_exec_command_one_proc_per_host_is_local_rank_zero() -> None:
+    out = io.StringIO()
+    code = exec_command(this_host(), "echo $RANK $LOCAL_RANK $LOCAL_WORLD_SIZE $GROUP_RANK",
+                        stdout=out).get(timeout=TIMEOUT)
+    assert code == 0 and out.getvalue() == "[0] 0 0 1 0\n"

@@ -5,7 +5,12 @@ proc's interpreter), reads its stdout and stderr line by line and sends each lin
 caller opened; the caller prints them with a rank prefix while they arrive. The endpoint's reply
 (the exit code) is sent after the last line, so once every reply is in, every line is too
 (per-sender FIFO). The command never imports monarch: it is an ordinary program whose
-environment carries `MONARCH_RANK_<dim>` and `MONARCH_SIZE_<dim>` for each mesh dimension.
+environment carries `MONARCH_RANK_<dim>` and `MONARCH_SIZE_<dim>` for each mesh dimension, and
+the torchrun variables (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `LOCAL_WORLD_SIZE`, `GROUP_RANK`,
+..., `MASTER_ADDR`/`MASTER_PORT` on the first proc's host) derived as `monarch.spmd` does, with
+the procs of one host as a torchrun node (`per_host`'s dimensions are the local ones), so a
+torchrun script runs unchanged under `monarch exec`.
+Variables passed in `env` win over both.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import math
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -60,17 +66,33 @@ class BashActor(Actor):
         self.point = current_rank()
 
     @endpoint
+    def get_host_port(self) -> tuple[str, int]:
+        """This host's name and a free TCP port on it (the torchrun rendezvous of a command)."""
+        from monarch._src.spmd.actor import _free_port
+
+        return socket.gethostname(), _free_port()
+
+    @endpoint
     def run(
         self,
         cmd: str | list[str],
         env: dict[str, str] | None,
         workdir: str | None,
         out: Port[tuple[int, str, str]],
+        master: tuple[str, int, int] | None = None,
     ) -> int:
-        """Run `cmd`, sending `(rank, "stdout"|"stderr", line)` to `out`; returns its exit code."""
+        """Run `cmd`, sending `(rank, "stdout"|"stderr", line)` to `out`; returns its exit code.
+
+        With `master` (host, port, procs per host), the command also gets the torchrun
+        environment."""
         point = self.point
         child_env = dict(os.environ)
         child_env.update(rank_env(point))
+        if master is not None:
+            from monarch._src.spmd.actor import torch_elastic_env
+
+            child_env.update(torch_elastic_env(point.rank, list(point.extent.sizes), master[2]))
+            child_env["MASTER_ADDR"], child_env["MASTER_PORT"] = master[0], str(master[1])
         child_env.update(env or {})
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         argv = _argv(cmd)
@@ -202,7 +224,11 @@ def _run(
         printing = threading.Thread(target=printer, name="monarch-exec-print", daemon=True)
         printing.start()
         try:
-            codes = actors.run.call(_argv_checked(cmd), env, workdir, port).get()
+            first = actors.slice(**{label: 0 for label in actors.sizes}) if actors.sizes \
+                else actors
+            # The procs of a host are its "node": per_host's dims are the local ones.
+            master = (*first.get_host_port.call_one().get(), math.prod((per_host or {}).values()))
+            codes = actors.run.call(_argv_checked(cmd), env, workdir, port, master).get()
         finally:
             port.send(None)  # type: ignore[arg-type]  # end marker, after every remote line
             printing.join(timeout=_STOP_TIMEOUT)

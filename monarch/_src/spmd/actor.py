@@ -30,10 +30,15 @@ __all__ = [
 SPMD_ACTOR_NAME = "_SPMDActor"
 
 
-def torch_elastic_env(rank: int, sizes: list[int]) -> dict[str, str]:
-    """The torchrun variables for flat `rank` of a mesh with dimension `sizes` (row-major)."""
+def torch_elastic_env(rank: int, sizes: list[int],
+                      local_world: int | None = None) -> dict[str, str]:
+    """The torchrun variables for flat `rank` of a mesh with dimension `sizes` (row-major).
+
+    The procs of one "node" are `local_world` consecutive ranks: by default the last
+    dimension (as torchmonarch's SPMDActor counts)."""
     world = math.prod(sizes) if sizes else 1
-    local_world = sizes[-1] if sizes else 1
+    if local_world is None:
+        local_world = sizes[-1] if sizes else 1
     return {
         "RANK": str(rank),
         "LOCAL_RANK": str(rank % local_world),
