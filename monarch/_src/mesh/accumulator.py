@@ -18,7 +18,7 @@ class Accumulator(Generic[R, A]):
     `endpoint.stream(*args)` in arrival order, starting from `identity`."""
 
     def __init__(self, endpoint: Endpoint[R], identity: A, combine: Callable[[A, R], A]) -> None:
-        if not isinstance(endpoint, Endpoint):
+        if not callable(getattr(endpoint, "stream", None)):
             raise TypeError(
                 f"Accumulator needs an endpoint of an actor mesh (mesh.method), not "
                 f"{type(endpoint).__name__}."

@@ -95,8 +95,8 @@ def concurrent_endpoint(
     def wrap(m: Callable[..., Any]) -> EndpointProperty:
         if isinstance(m, EndpointProperty):
             raise ValueError(
-                "concurrent_endpoint does not wrap @endpoint: use @concurrent_endpoint alone "
-                f"on {m._method.__qualname__}."
+                "concurrent_endpoint does not wrap @endpoint; pass endpoint options to "
+                "@concurrent_endpoint"
             )
         if not inspect.iscoroutinefunction(m):
             raise ValueError("concurrent_endpoint can only wrap async endpoints")
@@ -136,36 +136,54 @@ def endpoints_of(cls: type) -> dict[str, EndpointProperty]:
     return found
 
 
+# The texts of the errors below are torchmonarch's, word for word (sentences glued together
+# included): programs match on them. Endpoint names are listed in `dir()` order, as there.
+_MIXING = (
+    "Synchronous endpoints cannot be mixed with async endpoints because they can cause the "
+    "asyncio loop to deadlock if they wait."
+)
+
+
 def validate_actor_class(cls: Any, reserved: frozenset[str]) -> dict[str, EndpointProperty]:
     """Check `cls` can be spawned; return its endpoints. Raises ValueError naming the problem."""
     if not isinstance(cls, type) or not issubclass(cls, Actor):
-        what = cls.__qualname__ if isinstance(cls, type) else repr(cls)
-        raise ValueError(
-            f"{what} is not an Actor subclass: spawn needs a class derived from "
-            "monarch.actor.Actor."
-        )
+        raise ValueError(f"{cls} must subclass monarch.service.Actor to spawn it.")
     eps = endpoints_of(cls)
-    collisions = sorted(set(eps) & reserved)
-    if collisions:
+    for name in sorted(eps):
+        if name in reserved:
+            from monarch._src.mesh.actor_mesh import ActorMesh
+
+            raise ValueError(
+                "ActorMesh has an attribute that collides with an endpoint name: "
+                f"attribute={name}, ActorMesh.{name}={getattr(ActorMesh, name, None)}, "
+                f"endpoint={eps[name]}"
+            )
+    sync = [n for n in sorted(eps) if not eps[n]._is_async]
+    asyn = [n for n in sorted(eps) if eps[n]._is_async]
+    if sync and asyn:
         raise ValueError(
-            f"ActorMesh has an attribute that collides with an endpoint name: "
-            f"{', '.join(collisions)} on {cls.__qualname__}. Rename the endpoint."
-        )
-    # Concurrent endpoints are always async; what must not mix is sync and async bodies.
-    kinds = {ep._is_async for ep in eps.values()}
-    if len(kinds) > 1:
-        sync = sorted(n for n, ep in eps.items() if not ep._is_async)
-        asyn = sorted(n for n, ep in eps.items() if ep._is_async)
-        raise ValueError(
-            f"{cls.__qualname__} mixes both async and sync endpoints (sync: {', '.join(sync)}; "
-            f"async: {', '.join(asyn)}). Make them all `def` or all `async def`."
+            f"{cls} mixes both async and sync endpoints.{_MIXING}sync: {sync} async: {asyn}"
         )
     cleanup = getattr(cls, "__cleanup__", None)
-    if cleanup is not None and kinds:
-        endpoints_async = kinds.pop()
-        if inspect.iscoroutinefunction(cleanup) != endpoints_async:
-            want = "async def" if endpoints_async else "def"
-            raise ValueError(
-                f"{cls.__qualname__}.__cleanup__ must be `{want}` like its endpoints."
-            )
+    async_cleanup = None if cleanup is None else inspect.iscoroutinefunction(cleanup)
+    if sync and async_cleanup:
+        raise ValueError(
+            f"{cls} has sync endpoints, but an async __cleanup__. Make sure __cleanup__ is also "
+            f"synchronous.{_MIXING}sync: {sync}"
+        )
+    if asyn and async_cleanup is False:
+        raise ValueError(
+            f"{cls} has async endpoints, but a synchronous __cleanup__. Make sure __cleanup__ is "
+            f"also async.{_MIXING}async: {asyn}"
+        )
+    if sync and inspect.iscoroutinefunction(getattr(cls, "__supervise__", None)):
+        raise ValueError(
+            f"{cls} has sync endpoints, but an async __supervise__. Make sure __supervise__ is "
+            f"also synchronous. sync: {sync}"
+        )
+    if sync and inspect.iscoroutinefunction(getattr(cls, "_handle_undeliverable_message", None)):
+        raise ValueError(
+            f"{cls} has sync endpoints, but an async _handle_undeliverable_message. Make sure "
+            f"_handle_undeliverable_message is also synchronous. sync: {sync}"
+        )
     return eps

@@ -138,9 +138,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         elif hasattr(self._class, name):
             ep = NotAnEndpoint(self, name)
         else:
-            raise AttributeError(
-                f"{self._class.__qualname__} has no attribute {name!r} (actor mesh {self._name})."
-            )
+            raise AttributeError(name)  # torchmonarch's message: the bare name
         self._cache[name] = ep
         return ep
 

@@ -133,6 +133,10 @@ class Context:
     def __init__(self, instance: Instance) -> None:
         self.actor_instance = instance
 
+    def __repr__(self) -> str:
+        # torchmonarch keeps object's repr; its Context class lives at this path there.
+        return f"<monarch._src.actor.actor_mesh.Context object at {id(self):#x}>"
+
     @property
     def message_rank(self) -> Point:
         """The rank the current message was addressed to (the actor's own rank outside a cast)."""

@@ -78,10 +78,9 @@ class Endpoint(Generic[R]):
 
     # ---- the common path ----------------------------------------------------------------
     def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        try:
-            _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
-        except TypeError as exc:
-            raise TypeError(f"Invalid arguments for endpoint {self._label()}: {exc}.") from None
+        # A mismatch raises inspect's own TypeError ("missing a required argument: 'a'"), as on
+        # torchmonarch.
+        _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
         try:
             return encode((args, kwargs))
         except BaseException as exc:
@@ -211,12 +210,13 @@ class Endpoint(Generic[R]):
         elif selection == "choose":
             self._post(payload, reply, [random.randrange(len(self._mesh))])
         else:
-            raise ValueError(f"send selection must be 'all' or 'choose', not {selection!r}.")
+            raise ValueError(f"Invalid selection: {selection}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(
-            f"Endpoint {self._label()} cannot be called directly: use an adverb such as "
-            f"{self._name}.call(...), .call_one(...), .choose(...), .stream(...) or .broadcast(...)."
+        # torchmonarch's endpoints are not callable; say so in the same words.
+        raise TypeError(
+            "'monarch._rust_bindings.monarch_hyperactor.endpoint.ActorEndpoint' object is not "
+            "callable"
         )
 
     def __repr__(self) -> str:
@@ -237,15 +237,12 @@ class NotAnEndpoint:
         self._name = name
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # torchmonarch's words (the one run-on sentence included).
         raise RuntimeError(
-            f"Actor {self._mesh._class.__qualname__}.{self._name} is not annotated as an endpoint. "
-            f"To call it as one, add @endpoint to it or use as_endpoint(mesh.{self._name})."
+            f"Actor {self._mesh._class}.{self._name} is not annotated as an endpoint. To call it "
+            "as one, add a @endpoint decorator to it, or directly wrap it in one "
+            "as_endpoint(obj.method).call(...)"
         )
-
-    def __getattr__(self, attr: str) -> Any:
-        if attr in ("call", "call_one", "choose", "stream", "broadcast"):
-            self()
-        raise AttributeError(attr)
 
     def __repr__(self) -> str:
         # Monarch's default object repr, under its module path.
@@ -259,13 +256,9 @@ def as_endpoint(
     explicit_response_port: bool = False,
 ) -> Endpoint[Any]:
     """Treat a plain method of a spawned actor mesh as an endpoint."""
-    if isinstance(not_an_endpoint, Endpoint):
-        return not_an_endpoint
     if not isinstance(not_an_endpoint, NotAnEndpoint):
-        raise ValueError(
-            "as_endpoint expects a method of a spawned actor mesh, such as "
-            f"as_endpoint(mesh.method), not {type(not_an_endpoint).__name__}."
-        )
+        # An endpoint is refused too, as on torchmonarch: it needs no as_endpoint.
+        raise ValueError("expected an method of a spawned actor")
     mesh, name = not_an_endpoint._mesh, not_an_endpoint._name
     method = getattr(mesh._class, name)
     if isinstance(method, EndpointProperty):

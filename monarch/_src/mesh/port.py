@@ -62,7 +62,8 @@ class Port(Generic[R]):
         return (Port._create, (self._addr, self._rank))
 
     def __repr__(self) -> str:
-        return f"<monarch.actor.Port {self._addr[0]}#{self._addr[1]}>"
+        # torchmonarch keeps object's repr; its Port class lives at this path there.
+        return f"<monarch._src.actor.actor_mesh.Port object at {id(self):#x}>"
 
 
 class PortReceiver(Generic[R]):
@@ -86,6 +87,10 @@ class PortReceiver(Generic[R]):
         raise TypeError(
             "A PortReceiver cannot be sent to another actor: send its Port instead."
         )
+
+    def __repr__(self) -> str:
+        # torchmonarch keeps object's repr; its PortReceiver class lives at this path there.
+        return f"<monarch._src.actor.actor_mesh.PortReceiver object at {id(self):#x}>"
 
 
 class RankedPortReceiver(PortReceiver[R]):

@@ -68,10 +68,12 @@ class ActorError(Exception):
             if exception_formatted is not None
             else format_remote_traceback(exception)
         )
-        super().__init__(self.message)
+        super().__init__(exception, message)  # args and repr as torchmonarch's
 
     def __str__(self) -> str:
-        return f"{self.message}\n{self.exception_formatted}"
+        # torchmonarch indents the traceback's first line by one space; kept for programs that
+        # match on the text.
+        return f"{self.message}\n {self.exception_formatted}"
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (ActorError, (self.exception, self.message, self.exception_formatted))

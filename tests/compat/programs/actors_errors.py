@@ -1,0 +1,136 @@
+"""Monarch's actor errors: what spawn refuses, what a failing endpoint raises, and pickling.
+
+Follows the "Actors" page's sections on errors: class validation at spawn (mixing sync and async
+endpoints, an endpoint named like an ActorMesh attribute, a class that is not an Actor), an
+``ActorError`` from an endpoint that raised (its message, the original exception, the remote
+traceback with chained causes), the actor surviving it, a ``call`` where one rank raises, and
+arguments that cannot be pickled (raised at the call site) or unpickled (raised as an
+``ActorError``); plus the reprs of actor meshes and the ``str`` of the actor instances.
+"""
+
+from compat import check, raises
+from monarch.actor import Actor, ActorError, current_rank, endpoint, this_host
+
+
+class Mixed(Actor):
+    @endpoint
+    def sync_one(self) -> None:
+        pass
+
+    @endpoint
+    async def async_one(self) -> None:
+        pass
+
+
+class Collides(Actor):
+    @endpoint
+    def slice(self) -> None:
+        pass
+
+
+class NotAnActor:
+    pass
+
+
+class Fails(Actor):
+    @endpoint
+    def chained(self, msg: str) -> None:
+        try:
+            raise KeyError("inner")
+        except KeyError as e:
+            raise ValueError(msg) from e
+
+    @endpoint
+    def during(self) -> None:
+        try:
+            raise KeyError("first")
+        except KeyError:
+            raise RuntimeError("second")
+
+    @endpoint
+    def on_rank(self, bad: int) -> int:
+        if current_rank().rank == bad:
+            raise IndexError(f"rank {bad} refuses")
+        return current_rank().rank
+
+    @endpoint
+    def echo(self, x):
+        return x
+
+    @endpoint
+    def unpicklable_result(self):
+        import threading
+
+        return threading.Lock()
+
+
+class CannotPickle:
+    def __getstate__(self):
+        raise RuntimeError("CannotPickle refuses to be pickled")
+
+
+def _fail_to_rebuild():
+    raise ValueError("cannot be rebuilt on the receiver")
+
+
+class CannotUnpickle:
+    def __reduce__(self):
+        return (_fail_to_rebuild, ())
+
+
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+raises("mixing sync and async endpoints", procs.spawn, "mixed", Mixed)
+try:
+    procs.spawn("collides", Collides)
+except ValueError as e:
+    check("endpoint named like a mesh attribute", str(e).split(",")[0])
+raises("spawning a non-Actor class", procs.spawn, "plain", NotAnActor)
+
+fails = procs.spawn("fails", Fails)
+check("actor mesh repr", fails)
+check("actor mesh str", str(fails))
+check("sliced actor mesh repr", fails.slice(gpus=1))
+first = fails.slice(gpus=0)
+try:
+    first.chained.call_one("outer").get()
+except ActorError as e:
+    text = str(e)
+    check("ActorError message", e.message)
+    check("ActorError exception", repr(e.exception))
+    check("ActorError repr", repr(e))
+    check("ActorError first line", text.splitlines()[0])
+    check("ActorError second line", text.splitlines()[1])
+    check("ActorError traceback header",
+          "Traceback of where the remote call failed (most recent call last):" in text)
+    check("ActorError keeps the cause", "KeyError: 'inner'" in text)
+    check("ActorError cause phrase",
+          "The above exception was the direct cause of the following exception" in text)
+    check("ActorError last line", text.rstrip().splitlines()[-1])
+    check("ActorError is an Exception", isinstance(e, Exception))
+try:
+    first.during.call_one().get()
+except ActorError as e:
+    check("ActorError context phrase",
+          "During handling of the above exception, another exception occurred" in str(e))
+    check("ActorError context message", e.message)
+check("actor survives an exception", first.echo.call_one("still alive").get())
+try:
+    fails.on_rank.call(1).get()
+except ActorError as e:
+    check("call where one rank raises", (e.message, repr(e.exception)))
+check("other ranks unaffected", fails.slice(gpus=0).on_rank.call_one(1).get())
+check("stream, one rank raises", sorted(repr(f.exception()) for f in fails.on_rank.stream(0)
+                                         if f.exception() is not None))
+
+raises("argument that cannot be pickled", first.echo.call_one, CannotPickle())
+try:
+    first.echo.call_one(CannotUnpickle()).get()
+except ActorError as e:
+    check("argument that cannot be unpickled", (e.message, repr(e.exception)))
+try:
+    first.unpicklable_result.call_one().get()
+except ActorError as e:
+    check("result that cannot be pickled", (e.message, type(e.exception).__name__))
+check("lambda argument runs remotely", first.echo.call_one(lambda: 41 + 1).get()())
+check("actor alive after pickling errors", first.echo.call_one(1).get())
+procs.stop().get()
