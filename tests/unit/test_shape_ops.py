@@ -355,7 +355,14 @@ def test_mesh_slice_iteration_equals_filtering_dense_ranks(
     expected = [
         sum(c * s for c, s in zip(coords, strides)) for coords in itertools.product(*per_dim)
     ]
-    result = mesh.slice(**selection)
+    try:
+        result = mesh.slice(**selection)
+    except ValueError as exc:
+        # A stepped selection whose strides do not nest is refused, as on Monarch
+        # (test_shape_slice covers the rule); anything else is a failure.
+        assert str(exc) == "nonrectangular shape" or "larger than size of previous" in str(exc)
+        assert any(isinstance(sel, slice) and (sel.step or 1) > 1 for sel in selection.values())
+        return
     assert result.ranks() == expected
     kept = [label for label in labels if isinstance(selection.get(label, slice(None)), slice)]
     assert list(result.sizes) == kept

@@ -35,6 +35,28 @@ def _as_nonneg_int(value: object, what: str) -> int:
     return number
 
 
+def _check_layout(sizes: Sequence[int], strides: Sequence[int]) -> None:
+    """Refuse strides that are not a nesting of dimensions, with Monarch's errors.
+
+    Taken from the finest stride up, each stride must be a multiple of the previous one and at
+    least the span the finer dimensions cover; two dimensions may share a stride only when one
+    of them has size 1. Then every rank appears once and coordinates follow by divmod.
+    """
+    previous: tuple[int, int] | None = None
+    span = 1
+    for stride, size in sorted(zip(strides, sizes)):
+        if previous is not None:
+            previous_stride, previous_size = previous
+            if stride % previous_stride:
+                raise ValueError("nonrectangular shape")
+            if stride == previous_stride and size != 1 and previous_size != 1:
+                raise ValueError("nonunique strides")
+        if span > stride:
+            raise ValueError(f"stride {stride} must be larger than size of previous space {span}")
+        span = stride * size
+        previous = (stride, size)
+
+
 def rust_str(text: str) -> str:
     """`text` as Rust's Debug prints a string (double quotes), the form Monarch's reprs use."""
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
@@ -62,6 +84,7 @@ class Slice:
         strides_t = tuple(_as_nonneg_int(s, "stride") for s in strides)
         if len(sizes_t) != len(strides_t):
             raise ValueError(f"invalid dims: expected {len(sizes_t)}, got {len(strides_t)}")
+        _check_layout(sizes_t, strides_t)
         # _offset: global rank of coordinate (0, ..., 0); _len: cached product of _sizes.
         self._offset: int = _as_nonneg_int(offset, "offset")
         self._sizes: tuple[int, ...] = sizes_t
@@ -77,7 +100,9 @@ class Slice:
     def new_row_major(cls, sizes: Sequence[int]) -> Slice:
         """The dense slice `0 .. prod(sizes)-1` with row-major strides."""
         sizes_l = [_as_nonneg_int(s, "size") for s in sizes]
-        return cls(offset=0, sizes=sizes_l, strides=row_major_strides(sizes_l))
+        # Built without the layout check, as Monarch builds it: a zero-size dimension makes the
+        # strides of the outer ones 0, which the check would refuse.
+        return _rebuild_slice(0, tuple(sizes_l), tuple(row_major_strides(sizes_l)))
 
     @classmethod
     def from_list(cls, ranks: Sequence[int]) -> list[Slice]:
@@ -173,9 +198,7 @@ class Slice:
     def coordinates(self, value: int) -> list[int]:
         """The coordinate vector of global rank `value`; ValueError if it is not in the slice."""
         rank = operator.index(value)
-        coords = self._fast_coordinates(rank)
-        if coords is None:
-            coords = self._scan_coordinates(rank)
+        coords = self._coordinates_or_none(rank)
         if coords is None:
             raise ValueError(f"value {rank} not in slice")
         return coords
@@ -194,27 +217,13 @@ class Slice:
             return False
         return True
 
-    def _is_nested(self) -> bool:
-        """True if, by decreasing stride, each stride exceeds the span of all finer dimensions.
+    def _coordinates_or_none(self, rank: int) -> list[int] | None:
+        """Coordinates of `rank` by divmod, coarsest stride first; None if it is not here.
 
-        Then coordinates follow from repeated divmod and every rank appears once.
+        Exact because `_check_layout` guarantees the dimensions nest.
         """
-        span = 1
-        for size, stride in sorted(
-            ((sz, st) for sz, st in zip(self._sizes, self._strides) if sz > 1),
-            key=lambda pair: pair[1],
-        ):
-            if stride < span:
-                return False
-            span = stride * (size - 1) + span
-        return True
-
-    def _fast_coordinates(self, rank: int) -> list[int] | None:
-        """Coordinates by divmod when the slice is nested; None if absent or not nested."""
-        if self._len == 0 or not self._is_nested():
-            return None
         remainder = rank - self._offset
-        if remainder < 0:
+        if self._len == 0 or remainder < 0:
             return None
         coords = [0] * len(self._sizes)
         order = sorted(range(len(self._sizes)), key=lambda d: self._strides[d], reverse=True)
@@ -226,16 +235,6 @@ class Slice:
                 return None
             coords[dim] = coord
         return coords if remainder == 0 else None
-
-    def _scan_coordinates(self, rank: int) -> list[int] | None:
-        """Linear search, for hand-built slices whose dimensions interleave."""
-        if self._is_nested():
-            return None  # the divmod path is exact for nested slices
-        strides = self._strides
-        for coords in itertools.product(*(range(size) for size in self._sizes)):
-            if self._offset + sum(c * s for c, s in zip(coords, strides)) == rank:
-                return list(coords)
-        return None
 
     def is_contiguous(self) -> bool:
         """True if the ranks are the dense row-major range `offset .. offset + len - 1`.
@@ -276,8 +275,14 @@ class Slice:
 
 
 def _rebuild_slice(offset: int, sizes: tuple[int, ...], strides: tuple[int, ...]) -> Slice:
-    """Unpickling hook; module-level because the constructor is keyword-only."""
-    return Slice(offset=offset, sizes=sizes, strides=strides)
+    """A slice from fields already known to be valid (unpickling, `new_row_major`)."""
+    built = Slice.__new__(Slice)
+    built._offset, built._sizes, built._strides = offset, tuple(sizes), tuple(strides)
+    length = 1
+    for size in built._sizes:
+        length *= size
+    built._len = length
+    return built
 
 
 NDSlice = Slice
