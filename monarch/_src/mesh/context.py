@@ -50,7 +50,7 @@ class CreatorInfo:
         return (CreatorInfo, (self.name, self.display, self.address, self.actor_key))
 
     def __repr__(self) -> str:
-        return f"CreatorInfo(name={self.name!r}, display={self.display!r})"
+        return self.display  # torchmonarch shows the creator's actor name, e.g. `<root>`
 
 
 class Instance:

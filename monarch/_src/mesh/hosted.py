@@ -118,9 +118,13 @@ class HostedActor:
         self.instance: Instance | None = None
         self.proc_id = proc_id
         self._payload = payload  # (class, args, kwargs), decoded on the actor's thread
-        self._display = f"{info.creator.display}.<? {info.name}{self.spawn_rank!r}>"
+        self._display = f"{info.creator.display}.<? {info.name}{self._rank_text()}>"
         self.thread = ActorThread(info.actor_key, self._handle, self._on_thread_exit)
         self._tasks: set[asyncio.Task[Any]] = set()  # running concurrent endpoint bodies
+
+    def _rank_text(self) -> str:
+        # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
+        return repr(self.spawn_rank) if self.spawn_rank.extent.labels else ""
 
     # ---- runtime loop side --------------------------------------------------------------
     def start(self) -> None:
@@ -181,7 +185,7 @@ class HostedActor:
             return self._fail(f"actor {info.name} could not be created: {exc!r}", exc)
         self._payload = None
         class_name = f"{cls.__module__}.{cls.__qualname__}"
-        self._display = f"{info.creator.display}.<{class_name} {info.name}{self.spawn_rank!r}>"
+        self._display = f"{info.creator.display}.<{class_name} {info.name}{self._rank_text()}>"
         self.instance = Instance(
             name=info.name,
             class_name=class_name,
