@@ -138,7 +138,8 @@ def test_kill_marks_not_running() -> None:
 def test_job_state_unknown_name_lists_available() -> None:
     state = JobState({"trainers": 1, "ps": 2})
     assert state.trainers == 1
-    with pytest.raises(AttributeError, match=r"'nope'.*\['ps', 'trainers'\]"):
+    with pytest.raises(AttributeError,
+                       match="'nope' is not a valid host mesh name. Available names: ps, trainers"):
         state.nope  # noqa: B018
 
 
@@ -178,7 +179,7 @@ def test_local_job_batch_client_reuses_the_cached_job(in_tmp) -> None:
     pid = launch_batch_client(LocalJob(hosts=("workers",)), "client.py")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, list((in_tmp / ".monarch" / "logs").iterdir())
-    assert (in_tmp / "seen.txt").read_text() == "1 <JobState meshes=['workers']>"
+    assert (in_tmp / "seen.txt").read_text().startswith("1 JobState(hosts={'workers': <")
     assert any(p.name.startswith("job_") for p in (in_tmp / ".monarch" / "logs").iterdir())
 
 

@@ -11,7 +11,7 @@ class JobState:
     """The host meshes of a job that is up: `state.trainers` is the `HostMesh` named "trainers".
 
     Built by `JobTrait.state()`; asking for a name the job does not have raises `AttributeError`
-    listing the names it has. The observability fields are None: the telemetry sidecar, the
+    listing the names it has (torchmonarch's wording). The observability fields are None: the telemetry sidecar, the
     dashboard and the admin TUI are not part of this implementation.
     """
 
@@ -36,8 +36,8 @@ class JobState:
         if name in hosts:
             return hosts[name]
         raise AttributeError(
-            f"Job has no host mesh named {name!r}. Available meshes: {sorted(hosts)}."
+            f"{name!r} is not a valid host mesh name. Available names: {', '.join(sorted(hosts))}"
         )
 
     def __repr__(self) -> str:
-        return f"<JobState meshes={self.mesh_names}>"
+        return f"JobState(hosts={self._hosts!r})"
