@@ -144,9 +144,18 @@ _MIXING = (
 )
 
 
-def validate_actor_class(cls: Any, reserved: frozenset[str]) -> dict[str, EndpointProperty]:
-    """Check `cls` can be spawned; return its endpoints. Raises ValueError naming the problem."""
-    if not isinstance(cls, type) or not issubclass(cls, Actor):
+def validate_actor_class(
+    cls: Any,
+    reserved: frozenset[str],
+    init_args: tuple[Any, ...] | None = None,
+    init_kwargs: dict[str, Any] | None = None,
+) -> dict[str, EndpointProperty]:
+    """Check `cls` can be spawned (with these `__init__` arguments, when given); return its
+    endpoints. Raises ValueError naming the problem, or TypeError for arguments `__init__`
+    does not take (inspect's message, as torchmonarch binds them at spawn too)."""
+    if not isinstance(cls, type):
+        raise TypeError("issubclass() arg 1 must be a class")
+    if not issubclass(cls, Actor):
         raise ValueError(f"{cls} must subclass monarch.service.Actor to spawn it.")
     eps = endpoints_of(cls)
     for name in sorted(eps):
@@ -186,4 +195,6 @@ def validate_actor_class(cls: Any, reserved: frozenset[str]) -> dict[str, Endpoi
             f"{cls} has sync endpoints, but an async _handle_undeliverable_message. Make sure "
             f"_handle_undeliverable_message is also synchronous. sync: {sync}"
         )
+    if init_args is not None and cls.__init__ is not object.__init__:
+        inspect.signature(cls.__init__).bind(None, *init_args, **(init_kwargs or {}))
     return eps

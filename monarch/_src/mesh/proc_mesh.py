@@ -184,12 +184,14 @@ class ProcMesh(MeshTrait):
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
         """Spawn one `Class(*args, **kwargs)` actor per proc of this mesh; never blocks."""
         if not isinstance(name, str):
+            # torchmonarch's words for a name that is not a string.
             raise TypeError(
-                f"ProcMesh.spawn takes the mesh name first, then the class: got {name!r}."
+                f"argument 'mesh_base_name': '{type(name).__name__}' object cannot be cast as "
+                "'str'"
             )
         if self._table.stopped is not None:
             raise RuntimeError("`ProcMesh` has already been stopped")
-        validate_actor_class(Class, RESERVED_NAMES)
+        validate_actor_class(Class, RESERVED_NAMES, args, kwargs)
         # Held until the procs are up: copy large buffers so later changes do not leak in.
         payload = copy_payload(encode((Class, args, kwargs)))
         key = f"{name}-{uuid.uuid4().hex[:10]}"

@@ -32,6 +32,63 @@ class NotAnActor:
     pass
 
 
+class SyncWithAsyncCleanup(Actor):
+    @endpoint
+    def work(self) -> None:
+        pass
+
+    async def __cleanup__(self, exc) -> None:
+        pass
+
+
+class AsyncWithSyncCleanup(Actor):
+    @endpoint
+    async def work(self) -> None:
+        pass
+
+    def __cleanup__(self, exc) -> None:
+        pass
+
+
+class SyncWithAsyncSupervise(Actor):
+    @endpoint
+    def work(self) -> None:
+        pass
+
+    async def __supervise__(self, failure) -> bool:
+        return True
+
+
+class NeedsArgs(Actor):
+    def __init__(self, x: int, *, y: int = 0) -> None:
+        self.total = x + y
+
+    @endpoint
+    def total_of(self) -> int:
+        return self.total
+
+
+class Base(Actor):
+    @endpoint
+    def hello(self) -> str:
+        return "base hello"
+
+    @endpoint
+    def over(self) -> str:
+        return "base over"
+
+
+class Derived(Base):
+    @endpoint
+    def over(self) -> str:
+        return "derived over"
+
+
+class PlainOverride(Base):
+    def over(self) -> str:
+        return "plain"
+
+
 class Fails(Actor):
     @endpoint
     def chained(self, msg: str) -> None:
@@ -85,6 +142,24 @@ try:
 except ValueError as e:
     check("endpoint named like a mesh attribute", str(e).split(",")[0])
 raises("spawning a non-Actor class", procs.spawn, "plain", NotAnActor)
+raises("spawning a non-class", procs.spawn, "three", 3)
+raises("spawn name that is not a str", procs.spawn, 3, Base)
+raises("sync endpoints, async __cleanup__", procs.spawn, "c1", SyncWithAsyncCleanup)
+raises("async endpoints, sync __cleanup__", procs.spawn, "c2", AsyncWithSyncCleanup)
+raises("sync endpoints, async __supervise__", procs.spawn, "s1", SyncWithAsyncSupervise)
+raises("spawn missing an __init__ argument", procs.spawn, "args1", NeedsArgs)
+raises("spawn with an unknown __init__ keyword", procs.spawn, "args2", NeedsArgs, 1, z=2)
+check("spawn with __init__ arguments",
+      list(procs.spawn("args3", NeedsArgs, 1, y=2).total_of.call().get().values()))
+derived = procs.spawn("derived", Derived)
+check("inherited endpoint", derived.slice(gpus=0).hello.call_one().get())
+check("overridden endpoint", derived.slice(gpus=0).over.call_one().get())
+check("endpoint on the class is the descriptor",
+      (type(Derived.over).__name__, Derived.over._method.__name__,
+       Derived.over._explicit_response_port))
+plain = procs.spawn("plain_override", PlainOverride)
+check("endpoint overridden by a plain method", type(plain.over).__name__)
+raises("adverb of a plain override", lambda: plain.over.call_one())
 
 fails = procs.spawn("fails", Fails)
 check("actor mesh repr", fails)
