@@ -119,10 +119,11 @@ class SPMDActor(Actor):
 
 
 def _check_addr_port(master_addr: str | None, master_port: int | None) -> None:
+    # AssertionError, with torchmonarch's words, because code written for it may catch that.
     if (master_addr is None) != (master_port is None):
-        raise ValueError(
-            "setup_torch_elastic_env takes both master_addr and master_port, or neither "
-            f"(got master_addr={master_addr!r}, master_port={master_port!r})."
+        raise AssertionError(
+            "Either both master_addr and master_port must be specified or neither must be "
+            "specified."
         )
 
 
@@ -133,28 +134,26 @@ def _rank0(mesh: Any) -> Any:
 async def setup_torch_elastic_env_async(
     proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None,
     use_ipaddr: bool | None = None,
-) -> Any:
+) -> None:
     """Spawn `_SPMDActor` on `proc_mesh` and set the torchrun variables on every proc.
 
     Without `master_addr`/`master_port`, the proc at the all-zeros point picks its host and a
-    free port. Returns the actor mesh.
+    free port. Returns None (as torchmonarch's does).
     """
     _check_addr_port(master_addr, master_port)
     actors = proc_mesh.spawn(SPMD_ACTOR_NAME, SPMDActor)
     if master_addr is None:
         master_addr, master_port = await _rank0(actors).get_host_port.call_one(use_ipaddr)
     await actors.setup_env.call(master_addr, master_port)
-    return actors
 
 
 def setup_torch_elastic_env(
     proc_mesh: ProcMesh, master_addr: str | None = None, master_port: int | None = None,
     use_ipaddr: bool | None = None,
-) -> Any:
+) -> None:
     """Blocking form of `setup_torch_elastic_env_async`."""
     _check_addr_port(master_addr, master_port)
     actors = proc_mesh.spawn(SPMD_ACTOR_NAME, SPMDActor)
     if master_addr is None:
         master_addr, master_port = _rank0(actors).get_host_port.call_one(use_ipaddr).get()
     actors.setup_env.call(master_addr, master_port).get()
-    return actors
