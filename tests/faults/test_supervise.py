@@ -126,17 +126,26 @@ def test_supervise_not_handling_child_failure_fails_owner_and_reaches_client_hoo
         seen = receiver.recv().get(timeout=TIMEOUT)
         assert "MeshFailure" in seen
         assert f"mesh_name={child_name}," in seen
-        [report] = fault_recorder.wait_for(1)
-        assert "MeshFailure" in report
-        assert f"mesh_name={name}," in report
-        assert expected in report
-        assert child_name in report  # the root report names the originally failed actor
-        assert "child boom" in report
-        if mode == "raises":
-            assert "supervise gave up" in report
+        fault_recorder.wait_for(1)
+        [failure] = fault_recorder.failures
+        report, event = failure.report(), str(failure)
+        assert "MeshFailure" in event
+        assert f"mesh_name={name}," in event
+        # Monarch's texts: the event names the owner and embeds the child's event ("did not
+        # handle" / "while handling a supervision event"); the report, which later calls
+        # show, is the child's (unhandled) or the owner's with the child's below it (raises).
+        assert child_name in event and child_name in report
+        assert "child boom" in event and "child boom" in report
+        if mode == "unhandled":
+            assert expected in event
+            assert report.startswith(f"The actor <root>.<{Owner.__module__}.Owner {name}")
+            assert f".<{Child.__module__}.Child {child_name}" in report.split("\n")[0]
+        else:
+            assert "supervise gave up" in event and "supervise gave up" in report
+            assert "This error occurred while handling a supervision event from its child" in event
+            assert expected in report
         with pytest.raises(SupervisionError) as info:
             owner.ping.call_one().get(timeout=TIMEOUT)
-        assert str(info.value).startswith(f"Endpoint call {name}.ping() failed,")
-        assert expected in str(info.value)
+        assert str(info.value) == f"Endpoint call {name}.ping() failed, {report}"
     finally:
         owner.stop().get(timeout=TIMEOUT)

@@ -153,7 +153,7 @@ def test_actor_mesh_stop_runs_cleanup_that_calls_other_actors(
     cleaners = procs2.spawn(f"stop_cleaner_{tag}", cls)
     port, receiver = Channel.open()
     assert list(cleaners.arm.call(port, echo).get(timeout=TIMEOUT).values()) == [0, 1]
-    assert cleaners.stop().get(timeout=TIMEOUT) is None
+    assert cleaners.stop().get(timeout=TIMEOUT) == ()
     reports = [receiver.recv().get(timeout=TIMEOUT) for _ in range(2)]
     assert sorted(reports) == [(f"{tag} 0", True), (f"{tag} 1", True)]
 
@@ -165,7 +165,7 @@ def test_actor_mesh_stop_stops_meshes_it_spawned_on_own_and_foreign_procs(
     port, receiver = Channel[str].open()
     children = parent.spawn_children.call_one(port, procs4.slice(gpus=3)).get(timeout=TIMEOUT)
     assert children == ["own", "foreign"]
-    assert parent.stop().get(timeout=TIMEOUT) is None
+    assert parent.stop().get(timeout=TIMEOUT) == ()
     reports = {receiver.recv().get(timeout=TIMEOUT) for _ in range(3)}
     assert reports == {"child own", "child foreign", "parent"}
 

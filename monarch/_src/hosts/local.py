@@ -228,7 +228,7 @@ class LocalHostAgent:
         if table.stopped is not None:
             self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
         elif rank not in table.failed:  # (a proc killed for missing heartbeats already was)
-            self._proc_failed(table, rank, f"the process this actor was running on failed: {status}")
+            self._proc_failed(table, rank, proc_exit_report(status))
 
     def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
         """Rank `rank` of `table` failed (a served host forwards this instead)."""
@@ -451,3 +451,11 @@ def this_host() -> HostMesh:
 
 
 set_current_host_factory(this_host)
+
+
+def proc_exit_report(status: str) -> str:
+    """Monarch's words for a proc that ended on its own: "exited with non-zero code 3" for an
+    exit status, "failed: Killed(sig=9)" for a signal."""
+    if status.startswith("Exited(") and status.endswith(")"):
+        return f"the process this actor was running on exited with non-zero code {status[7:-1]}"
+    return f"the process this actor was running on failed: {status}"

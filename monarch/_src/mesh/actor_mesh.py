@@ -118,11 +118,8 @@ class ActorMesh(MeshTrait, Generic[T]):
             for rank in self._cast_plan()[0]:
                 report = failed.get(local[rank])
                 if report is not None:
-                    raise SupervisionError(
-                        f"failure on mesh {self._name} at rank {local[rank]} with event: "
-                        f"{report}",
-                        f"{self._name}.{endpoint}",
-                    )
+                    # Monarch's text: the failure's report, as the failed actor's callers saw it.
+                    raise SupervisionError(report, f"{self._name}.{endpoint}")
         self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan()[0])
 
     # ---- endpoints ------------------------------------------------------------------------
@@ -173,7 +170,8 @@ class ActorMesh(MeshTrait, Generic[T]):
                 f"Cannot call stop on an ActorMeshRef ({self._name}): only the owner's mesh, the "
                 "one spawn returned, can be stopped."
             )
-        return Future._create(self._stop_owned(reason))
+        # Monarch's stop future resolves to an empty tuple.
+        return Future._create(self._stop_owned(reason), lambda _: ())
 
     def _stop_owned(self, reason: str) -> concurrent.futures.Future[Any]:
         if self._stopped is not None:

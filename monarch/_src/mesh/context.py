@@ -106,7 +106,7 @@ class Instance:
         """Fail this actor now; its owner is told, with `reason`."""
         if self._host is None:
             raise RuntimeError("The root client cannot abort itself; raise an exception instead.")
-        self._host.abort(reason or "no reason provided")
+        self._host.abort(reason or "(no reason provided)")
 
     def stop(self, reason: str | None = None) -> None:
         """Stop this actor gracefully once the current message is handled."""

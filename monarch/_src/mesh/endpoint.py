@@ -8,6 +8,7 @@ envelope per target rank to that rank's proc. They differ only in the reply port
 
 from __future__ import annotations
 
+import concurrent.futures
 import inspect
 import random
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
@@ -93,7 +94,14 @@ class Endpoint(Generic[R]):
     def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
         """Post one CALL per target: all ranks, or the given local ranks."""
         mesh = self._mesh
-        mesh._check_usable(self._name)
+        try:
+            mesh._check_usable(self._name)
+        except SupervisionError as err:
+            if reply is None:
+                raise
+            # As in Monarch, a call to a failed or stopped actor returns a future that raises.
+            get_runtime().mailbox.fail_port(reply, err)
+            return
         global_ranks, labels, sizes = mesh._cast_plan()
         procs = mesh._proc_keys()
         key = mesh._key
@@ -138,8 +146,22 @@ class Endpoint(Generic[R]):
             raise ValueError(f"choose needs at least one actor, but mesh {self._mesh._name} is empty")
         return self._single(random.randrange(n), args, kwargs)
 
+    def _refused(self) -> concurrent.futures.Future[Any] | None:
+        """A failed future when the mesh (or a targeted rank) already failed or was stopped:
+        as in Monarch, such a call returns a future that raises."""
+        try:
+            self._mesh._check_usable(self._name)
+        except SupervisionError as err:
+            cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            cf.set_exception(err)
+            return cf
+        return None
+
     def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[R]:
         payload = self._encode_args(args, kwargs)
+        refused = self._refused()
+        if refused is not None:
+            return Future._create(refused, None, self._supervision)
         entry = OncePort()
         mesh = self._mesh
         proc = mesh._proc_keys()[mesh._cast_plan()[0][rank]]
@@ -156,6 +178,9 @@ class Endpoint(Generic[R]):
     def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
         payload = self._encode_args(args, kwargs)
+        refused = self._refused()
+        if refused is not None:
+            return Future._create(refused, None, self._supervision)
         mesh = self._mesh
         n = len(mesh)
         entry = GatherPort(n)
@@ -178,6 +203,10 @@ class Endpoint(Generic[R]):
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
         payload = self._encode_args(args, kwargs)
+        refused = self._refused()
+        if refused is not None:
+            return iter([Future._create(refused, None, self._supervision)
+                         for _ in range(len(self._mesh))])
         mesh = self._mesh
         entry = StreamPort(len(mesh))
         procs = mesh._proc_keys()

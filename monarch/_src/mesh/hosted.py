@@ -13,6 +13,9 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import textwrap
+import threading
+import traceback
 from typing import Any, Callable
 
 from monarch._src.config import duration_seconds
@@ -20,14 +23,19 @@ from monarch._src.mesh import telemetry
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
 from monarch._src.mesh.ownership import tree
-from monarch._src.mesh.port import Port
+from monarch._src.mesh.port import Port, receiving_ports
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.envelope import CALL, CONTROL, decode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.shape import Extent, Point
-from monarch._src.supervision.errors import ActorError, SupervisionError
+from monarch._src.supervision.errors import (
+    ActorError,
+    FailureReport,
+    SupervisionError,
+    failure_event,
+)
 
-__all__ = ["HostedActor", "SpawnInfo"]
+__all__ = ["HostedActor", "SpawnInfo", "failure_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -121,12 +129,21 @@ class HostedActor:
         self._display = f"{info.creator.display}.<? {info.name}{self._rank_text()}>"
         self.thread = ActorThread(info.actor_key, self._handle, self._on_thread_exit)
         self._tasks: set[asyncio.Task[Any]] = set()  # running concurrent endpoint bodies
+        # Ports this actor answers for, (address, rank) -> once: the reply port of each call it
+        # is handling, explicit response ports until used or handed on, and the ports that
+        # arrived in its arguments. When the actor fails each gets the failure, so no call and
+        # no receiver waits on it forever (reply ports also when it stops).
+        self._owed: dict[tuple[Any, int | None], bool] = {}
+        self._owed_lock = threading.Lock()
+        # Queued calls already answered with the failure from another thread (by id).
+        self._answered: set[int] = set()
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
         return repr(self.spawn_rank) if self.spawn_rank.extent.labels else ""
 
     # ---- runtime loop side --------------------------------------------------------------
+
     def start(self) -> None:
         self.mailbox.actors[self.info.actor_key] = self
         self.thread.start()
@@ -220,7 +237,8 @@ class HostedActor:
         rank = Point(cast[0], extent_of(cast[1], cast[2]))
         set_message_rank(rank)
         try:
-            args, kwargs = decode(payload)
+            with receiving_ports(self):
+                args, kwargs = decode(payload)
         except Exception as exc:
             if reply is not None:
                 self._send_error(reply, cast[0], self._actor_error(method, exc))
@@ -236,8 +254,15 @@ class HostedActor:
             return None
         explicit = prop is not None and prop._explicit_response_port
         if explicit:
-            args = (Port._create(reply, cast[0]) if reply is not None else None, *args)
+            port = None
+            if reply is not None:
+                port = Port._create(reply, cast[0], once=True)
+                port._holder = self
+                self.port_received(port)
+            args = (port, *args)
             reply = None
+        elif reply is not None:
+            self._owe(reply, cast[0], True)
         if telemetry.OTEL and telemetry.tracing_active() and (prop is None or prop._instrument):
             fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
         if inspect.iscoroutinefunction(fn):
@@ -284,35 +309,28 @@ class HostedActor:
         if reply is not None:
             self._send_error(reply, rank, self._actor_error(method, exc))
         else:
-            # No one waits for this outcome: the actor fails and its owner is told.
-            what = "escaped an explicit-response-port endpoint" if explicit else "was raised"
-            self._fail(
-                f"The actor {self._display} and all its descendants have failed:\n"
-                f"    {type(exc).__name__}: {exc} ({what} in {method}, with no reply port)",
-                exc,
-            )
+            # No reply port takes this outcome: the actor fails, its owner is told, and the
+            # ports it holds (an explicit response port among them) get the failure.
+            self._fail(failure_report(self._display, _aborted(exc)), exc)
 
     def _outcome_base_error(self, method: str, exc: BaseException, reply: Any, rank: int) -> None:
         if endpoint_error_hook is not None:
             endpoint_error_hook(self, method, exc)
-        err = self._fail(
-            f"The actor {self._display} and all its descendants have failed:\n"
-            f"    {type(exc).__name__}: {exc} (raised in {method})",
-            exc,
-        )
-        if reply is not None:
-            self._send_error(reply, rank, err)
+        # The failure answers the reply port, with every other port this actor owes.
+        self._fail(failure_report(self._display, _aborted(exc)), exc)
 
     def _actor_error(self, method: str, exc: BaseException) -> ActorError:
         return ActorError(exc, f"Actor call {self.info.name}.{method} failed.")
 
     def _send_value(self, reply: Any, rank: int, value: Any, method: str) -> None:
+        self._settle(reply, rank)
         try:
             self.mailbox.reply(reply, value, rank)
         except Exception as exc:  # the result could not be pickled
             self._send_error(reply, rank, self._actor_error(method, exc))
 
-    def _send_error(self, reply: Any, rank: int, err: BaseException) -> None:
+    def _send_error(self, reply: Any, rank: int | None, err: BaseException) -> None:
+        self._settle(reply, rank)
         try:
             self.mailbox.reply_error(reply, err, rank)
         except Exception as exc:  # e.g. an exception whose arguments cannot be pickled
@@ -325,8 +343,45 @@ class HostedActor:
 
     def _reject(self, env: tuple[Any, ...]) -> None:
         reply = env[4]
+        if id(env) in self._answered:
+            self._answered.discard(id(env))
+            return
         if reply is not None and self.failure is not None:
             self.mailbox.reply_error(reply, self.failure, env[5][0])
+
+    # ---- ports this actor answers for (the `PortHolder` protocol) -------------------------
+    def port_received(self, port: Port[Any]) -> None:
+        self._owe(port._addr, port._rank, port._once)
+
+    def port_used(self, port: Port[Any]) -> None:
+        if port._once:
+            self._settle(port._addr, port._rank)
+
+    def _owe(self, addr: Any, rank: int | None, once: bool) -> None:
+        with self._owed_lock:
+            self._owed[(addr, rank)] = once
+
+    def _settle(self, addr: Any, rank: int | None) -> None:
+        with self._owed_lock:
+            self._owed.pop((addr, rank), None)
+
+    def _answer_owed(self, err: SupervisionError, reply_ports_only: bool) -> None:
+        """Send `err` to the ports this actor still owes an answer (any thread)."""
+        with self._owed_lock:
+            owed = [(key, once) for key, once in self._owed.items() if once or not reply_ports_only]
+            self._owed.clear()
+        for (addr, rank), _ in owed:
+            try:
+                self.mailbox.reply_error(addr, err, rank)
+            except Exception:  # the port's process is gone: nobody waits there any more
+                logger.debug("monarch: could not answer port %s of %s", addr, self._display)
+
+    def _answer_queued(self, err: SupervisionError) -> None:
+        """Answer the calls queued behind a message that is still running (any thread)."""
+        for env in list(self.thread._queue):
+            if isinstance(env, tuple) and env and env[0] == CALL and env[4] is not None:
+                self._answered.add(id(env))
+                self.mailbox.reply_error(env[4], err, env[5][0])
 
     # ---- failure ------------------------------------------------------------------------
     def _fail(self, report: str, exc: BaseException | None) -> SupervisionError:
@@ -336,6 +391,12 @@ class HostedActor:
         self.failure = SupervisionError(report)
         for task in list(self._tasks):
             task.cancel()
+        # Everything still waiting on this actor resolves now: the calls it was handling, the
+        # ports it holds and, when the failure comes from another thread while a message is
+        # still running, the calls queued behind it.
+        self._answer_owed(self.failure, reply_ports_only=False)
+        if threading.current_thread() is not self.thread.thread:
+            self._answer_queued(self.failure)
         creator = self.info.creator
         self.mailbox.post(
             creator.address,
@@ -367,16 +428,16 @@ class HostedActor:
                 self.thread.loop, self.obj._handle_undeliverable_message, message
             )
         except Exception as exc:
-            self._fail(f"The actor {self._display} and all its descendants have failed:\n"
-                       f"    {message}; handling it raised {type(exc).__name__}: {exc}", exc)
+            self._fail(failure_report(
+                self._display,
+                f"{message}; handling it raised {type(exc).__name__}: {exc}"), exc)
             return
         if not handled:
-            self._fail(f"The actor {self._display} and all its descendants have failed:\n"
-                       f"    undeliverable message: {message}", None)
+            self._fail(failure_report(self._display, f"undeliverable message: {message}"), None)
 
     def abort(self, reason: str) -> None:
-        self._fail(f"The actor {self._display} and all its descendants have failed:\n"
-                   f"    aborted: {reason}", None)
+        self._fail(failure_report(self._display, f"actor explicitly aborted due to: {reason}"),
+                   None)
 
     def request_stop(self, reason: str) -> None:
         self.thread.enqueue((_STOP, reason, None))
@@ -405,12 +466,26 @@ class HostedActor:
             self._unhandled(failure, None)
 
     def _unhandled(self, failure: Any, exc: BaseException | None) -> None:
+        """A child's failure this actor did not handle fails it too (Monarch's texts: calls
+        to this actor see the child's report; its owner's event names both)."""
+        child_report, child_event = failure.report(), failure_event_of(failure)
         if exc is not None:
-            report = (f"{failure.report()}\nThis error occurred while handling another failure: "
-                      f"{type(exc).__name__}: {exc}")
+            reason = f"{type(exc).__name__}: {exc}"
+            report = FailureReport(
+                failure_report(self._display, reason)
+                + "\nThis error occurred while handling another failure:\n"
+                + textwrap.indent(child_report, "  "),
+                f"Supervision event: actor {self._display} failed:\n  {reason}\n"
+                "This error occurred while handling a supervision event from its child. "
+                "The event was:\n" + textwrap.indent(child_event, "  "),
+            )
         else:
-            report = (f"{failure.report()}\nThe actor {self._display} failed because it did not "
-                      "handle a supervision event from its child")
+            report = FailureReport(
+                child_report,
+                f"Supervision event: actor {self._display} failed because it did not handle a "
+                "supervision event from its child. The child's event was:\n"
+                + textwrap.indent(child_event, "  "),
+            )
         self._fail(report, exc)
 
     # ---- stop ---------------------------------------------------------------------------
@@ -436,6 +511,7 @@ class HostedActor:
                 error = exc
         if self.failure is None:
             self.failure = _stopped_error(self._display, reason)
+        self._answer_owed(self.failure, reply_ports_only=True)
         if reply is not None:
             if error is None:
                 self.mailbox.reply(reply, None, self.info.rank)
@@ -467,8 +543,21 @@ def _stopped_error(display: str, reason: str = "stopped") -> SupervisionError:
 
 
 def _init_report(display: str, exc: BaseException) -> str:
-    return (f"The actor {display} and all its descendants have failed:\n"
-            f"    {type(exc).__name__}: {exc} (raised in __init__)")
+    return failure_report(display, _aborted(exc))
+
+
+def failure_report(display: str, reason: str) -> str:
+    """Monarch's failure report: the failed actor, then the reason indented by two spaces."""
+    return f"The actor {display} and all its descendants have failed:\n" + textwrap.indent(
+        reason, "  "
+    )
+
+
+def _aborted(exc: BaseException) -> str:
+    """The reason an actor failed because `exc` escaped one of its handlers: its traceback."""
+    return "actor explicitly aborted due to: " + "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__)
+    )
 
 
 def _call_hiding_loop(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -479,3 +568,9 @@ def _call_hiding_loop(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kw
     finally:
         asyncio.events._set_running_loop(loop)
 
+
+
+def failure_event_of(failure: Any) -> str:
+    """The supervision event a `MeshFailure` carries (its `str` shows it)."""
+    event = getattr(failure, "event", None)
+    return event if isinstance(event, str) else failure_event(failure.report())

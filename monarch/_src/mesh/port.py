@@ -7,22 +7,58 @@ from there. A `PortReceiver` reads the queue behind a port opened in this proces
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+import threading
+from contextlib import contextmanager
+from typing import Any, Generic, Iterator, Protocol, TypeVar
 
 from monarch._src.runtime.envelope import PORT, PORT_CLOSED, PORT_ERROR, PORT_VALUE, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import QueuePort, decode_ranked
 from monarch._src.runtime.runtime import get_runtime
 
-__all__ = ["Channel", "Port", "PortReceiver", "RankedPortReceiver"]
+__all__ = ["Channel", "Port", "PortHolder", "PortReceiver", "RankedPortReceiver", "receiving_ports"]
 
 R = TypeVar("R")
+
+
+class PortHolder(Protocol):
+    """An actor that answers for the ports it received: when it fails, every port it still
+    holds gets the failure, so no caller or receiver waits on a sender that is gone."""
+
+    def port_received(self, port: Port[Any]) -> None: ...
+
+    def port_used(self, port: Port[Any]) -> None: ...
+
+
+# `holder` is set on an actor's thread while it decodes a message's arguments: the ports in
+# them become that actor's to answer (see `receiving_ports`).
+_receiving = threading.local()
+
+
+@contextmanager
+def receiving_ports(holder: PortHolder) -> Iterator[None]:
+    """Ports unpickled inside this block are held by `holder` (the actor decoding its message)."""
+    previous = getattr(_receiving, "holder", None)
+    _receiving.holder = holder
+    try:
+        yield
+    finally:
+        _receiving.holder = previous
+
+
+def _rebuild_port(addr: tuple[str, int], rank: int | None, once: bool = False) -> Port[Any]:
+    port = Port._create(addr, rank, once)
+    holder = getattr(_receiving, "holder", None)
+    if holder is not None:
+        port._holder = holder
+        holder.port_received(port)
+    return port
 
 
 class Port(Generic[R]):
     """The sending end of a channel; picklable, usable from any thread of any actor."""
 
-    __slots__ = ("_addr", "_rank", "return_undeliverable")
+    __slots__ = ("_addr", "_rank", "_once", "_holder", "return_undeliverable")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -31,10 +67,16 @@ class Port(Generic[R]):
         )
 
     @classmethod
-    def _create(cls, addr: tuple[str, int], rank: int | None = None) -> Port[Any]:
+    def _create(
+        cls, addr: tuple[str, int], rank: int | None = None, once: bool = False
+    ) -> Port[Any]:
         port = object.__new__(cls)
         port._addr = addr  # (proc address, port id) of the receiving end
         port._rank = rank  # the rank each message carries (for ranked receivers), or None
+        port._once = once  # the receiver takes one message from this sender (a reply port)
+        # The actor in this process that received this port and answers for it if it fails
+        # (`PortHolder`), or None (the client, or a port opened here). Not pickled.
+        port._holder = None
         port.return_undeliverable = True
         return port
 
@@ -54,12 +96,19 @@ class Port(Generic[R]):
         self._post(encode(None), PORT_CLOSED)
 
     def _post(self, payload: Any, status: int) -> None:
+        holder = self._holder
+        if holder is not None:
+            holder.port_used(self)
         addr, port_id = self._addr
         get_runtime().mailbox.post_all([(addr, (PORT, port_id, payload, self._rank, status))],
                                        payload)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Port._create, (self._addr, self._rank))
+        # Handing a reply port on makes its new holder the one that answers for it.
+        holder = self._holder
+        if holder is not None and self._once:
+            holder.port_used(self)
+        return (_rebuild_port, (self._addr, self._rank, self._once))
 
     def __repr__(self) -> str:
         # torchmonarch keeps object's repr; its Port class lives at this path there.
@@ -105,11 +154,11 @@ class Channel(Generic[R]):
         """A new `(Port, PortReceiver)` pair; with `once=True` the port takes one value."""
         entry = QueuePort(once=once)
         addr = get_runtime().mailbox.open_port(entry)
-        return Port._create(addr), PortReceiver._create(entry, addr)
+        return Port._create(addr, once=once), PortReceiver._create(entry, addr)
 
     @staticmethod
     def open_ranked(once: bool = False) -> tuple[Port[R], RankedPortReceiver[R]]:
         """Like `open`, but the receiver yields `(rank, value)` pairs: the sender's rank."""
         entry = QueuePort(once=once, ranked=True)
         addr = get_runtime().mailbox.open_port(entry)
-        return Port._create(addr), RankedPortReceiver._create(entry, addr)  # type: ignore[return-value]
+        return Port._create(addr, once=once), RankedPortReceiver._create(entry, addr)  # type: ignore[return-value]

@@ -20,13 +20,13 @@ from monarch._src.config import get as config_get
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
-from monarch._src.mesh.hosted import SpawnInfo
+from monarch._src.mesh.hosted import SpawnInfo, extent_of, failure_report
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.runtime.envelope import CONTROL, copy_payload, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
-from monarch._src.shape import MeshTrait, Shape, Slice
+from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
 
 if TYPE_CHECKING:
@@ -59,6 +59,9 @@ class ProcTable:
         # Actor meshes spawned on these procs from this process, for failure reports:
         # (mesh key, mesh name, creator's actor key or None, global proc ranks in mesh order).
         self.actor_meshes: list[tuple[str, str, str | None, list[int]]] = []
+        # Mesh key -> (display prefix "<creator>.<module.Class name", labels, sizes): how
+        # failure reports name each actor of that mesh (Monarch's "The actor ... have failed").
+        self.actor_displays: dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]] = {}
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -105,18 +108,31 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
     """
     table.fail(rank, report)
 
-    def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int) -> None:
+    def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int,
+                  text: str) -> None:
         rt.mailbox.post(rt.address, (
-            CONTROL, "supervise", (owner, mesh_name, mesh_key, mesh_rank, report), None))
+            CONTROL, "supervise", (owner, mesh_name, mesh_key, mesh_rank, text), None))
 
     told = False
     for mesh_key, name, creator_key, ranks in table.actor_meshes:
         if rank in ranks:
-            supervise(creator_key, name, mesh_key, ranks.index(rank))
+            mesh_rank = ranks.index(rank)
+            supervise(creator_key, name, mesh_key, mesh_rank,
+                      _actor_report(table, mesh_key, mesh_rank, report))
             told = True
     if not told:
-        supervise(table.owner_key, table.name, table.mesh_key, rank)
+        supervise(table.owner_key, table.name, table.mesh_key, rank, report)
     rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+
+
+def _actor_report(table: ProcTable, mesh_key: str, mesh_rank: int, report: str) -> str:
+    """A proc's failure as the report of one actor on it, in Monarch's words."""
+    display = table.actor_displays.get(mesh_key)
+    if display is None:
+        return report
+    prefix, labels, sizes = display
+    point = Point(mesh_rank, extent_of(labels, sizes))
+    return failure_report(f"{prefix}{point!r}>", report)
 
 
 class ProcMesh(MeshTrait):
@@ -175,10 +191,7 @@ class ProcMesh(MeshTrait):
             for rank in ranks:
                 report = table.failed.get(rank)
                 if report is not None:
-                    raise SupervisionError(
-                        f"failure on mesh {mesh_name} at rank {rank} with event: {report}",
-                        f"{mesh_name}.{endpoint}",
-                    )
+                    raise SupervisionError(report, f"{mesh_name}.{endpoint}")
 
     # ---- spawning ---------------------------------------------------------------------------
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
@@ -209,6 +222,8 @@ class ProcMesh(MeshTrait):
         me.owned_meshes.append(mesh)
         tree.add(key, name, owner_key(me.actor_key), len(shape), actors=True)
         self._table.actor_meshes.append((key, name, me.actor_key, shape.ranks()))
+        self._table.actor_displays[key] = (
+            f"{me}.<{Class.__module__}.{Class.__qualname__} {name}", labels, sizes)
         return mesh  # type: ignore[return-value]
 
     # ---- lifecycle --------------------------------------------------------------------------

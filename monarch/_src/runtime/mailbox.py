@@ -141,6 +141,16 @@ class Mailbox:
         for peer in live:
             self._waiting.setdefault(peer, set()).add(port_id)
 
+    def fail_port(self, port: PortAddr, err: BaseException) -> None:
+        """End a port of this process with `err` where a reply is still due (any thread)."""
+        self.loop.call_soon_threadsafe(self._fail_port, port[1], err)
+
+    def _fail_port(self, port_id: int, err: BaseException) -> None:
+        entry = self._ports.get(port_id)
+        if entry is not None:
+            entry.fail(err)
+            self._close_port(port_id)
+
     def close_port(self, port: PortAddr) -> None:
         """Forget a port; later replies to it are dropped (any thread)."""
         self.loop.call_soon_threadsafe(self._close_port, port[1])

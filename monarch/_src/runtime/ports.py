@@ -129,10 +129,17 @@ class StreamPort(_Entry):
         ]
         self.next = 0  # index of the future the next reply completes
         self.closed = n == 0
+        self.answered: set[int] = set()  # ranks that replied: a rank answers once
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed:
             return
+        if rank is not None:
+            # A failed actor answers every port it still held: one that already replied
+            # must not take a second place in the stream.
+            if rank in self.answered:
+                return
+            self.answered.add(rank)
         self.cfs[self.next].set_result((status, payload))
         self.next += 1
         self.closed = self.next == len(self.cfs)

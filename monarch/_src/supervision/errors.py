@@ -14,11 +14,13 @@ from typing import Any
 
 __all__ = [
     "ActorError",
+    "FailureReport",
     "MeshFailure",
     "MonarchError",
     "SupervisionError",
     "TransportError",
     "add_note",
+    "failure_event",
     "format_remote_traceback",
 ]
 
@@ -100,21 +102,55 @@ class SupervisionError(RuntimeError):
         return (SupervisionError, (self.report, self.endpoint))
 
 
+_REPORT_HEAD = " and all its descendants have failed:\n"
+
+
+class FailureReport(str):
+    """A failure report (what `SupervisionError`s and `MeshFailure.report()` show) that also
+    carries the supervision event an owner is told (what `str(MeshFailure)` shows), when the
+    event does not follow from the report (a failure propagated from a child)."""
+
+    event: str | None
+
+    def __new__(cls, report: str, event: str | None = None) -> FailureReport:
+        obj = super().__new__(cls, report)
+        obj.event = event
+        return obj
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (FailureReport, (str(self), self.event))
+
+
+def failure_event(report: str) -> str:
+    """The supervision event for `report`: "Supervision event: actor <a> failed:" + reason,
+    where the report reads "The actor <a> and all its descendants have failed:" + reason."""
+    event = getattr(report, "event", None)
+    if event is not None:
+        return event
+    if report.startswith("The actor ") and _REPORT_HEAD in report:
+        actor, reason = report[len("The actor "):].split(_REPORT_HEAD, 1)
+        return f"Supervision event: actor {actor} failed:\n{reason}"
+    return str(report)
+
+
 class MeshFailure:
     """A failure of some ranks of a mesh, given to `__supervise__` and the fault hook.
 
-    Not picklable, as in Monarch: convert it to `str` to send it anywhere.
+    `report()` is the report of the failure at its origin (what calls to the failed actor
+    raise); `str()` shows the supervision event the owner received. Not picklable, as in
+    Monarch: convert it to `str` to send it anywhere.
     """
 
     def __init__(self, mesh_name: str, crashed_ranks: list[int], event: str) -> None:
         self.mesh_name = mesh_name
         self.crashed_ranks = list(crashed_ranks)
-        self.event = event
+        self._report = event  # the report (a `FailureReport` when the event differs)
+        self.event = failure_event(event)
         self.mesh = None
 
     def report(self) -> str:
         """The human-readable failure report."""
-        return self.event
+        return str(self._report)
 
     def __str__(self) -> str:
         return (
