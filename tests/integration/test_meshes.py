@@ -16,6 +16,7 @@ import pytest
 
 from monarch.actor import (
     Actor,
+    ActorError,
     Extent,
     ProcMesh,
     ValueMesh,
@@ -354,3 +355,25 @@ def test_controller_created_in_worker_actor_is_singleton_everywhere(procs2: Any)
     controller = get_or_spawn_controller("mesh_worker_controller", Holder, 1).get(timeout=TIMEOUT)
     assert controller.value.call_one().get(timeout=TIMEOUT) == 5
     assert controller.pid.call_one().get(timeout=TIMEOUT) == os.getpid()
+
+
+@pytest.mark.parametrize(
+    ("name", "cls", "args", "error"),
+    [
+        ("mesh_bad_class", dict, (), ValueError),
+        (3, None, (), TypeError),
+        ("mesh_bad_args", None, (1, 2, 3), TypeError),
+    ],
+)
+def test_controller_failed_spawn_raises_actor_error_wrapping_the_spawn_error(
+    name: Any, cls: Any, args: tuple[Any, ...], error: type[Exception]
+) -> None:
+    # As torchmonarch's controller-controller call: the spawn's error arrives as an ActorError.
+    with pytest.raises(ActorError) as info:
+        get_or_spawn_controller(name, cls or Holder, *args).get(timeout=TIMEOUT)
+    assert info.value.message == "Actor call controller_controller.get_or_spawn failed."
+    assert isinstance(info.value.exception, error)
+    # The failed name is not taken: a later lookup with good arguments spawns it.
+    if isinstance(name, str):
+        controller = get_or_spawn_controller(name, Holder, 4).get(timeout=TIMEOUT)
+        assert controller.value.call_one().get(timeout=TIMEOUT) == 4

@@ -16,17 +16,23 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.supervision.errors import ActorError
 
 __all__ = ["get_or_spawn_controller"]
 
+# What a failed lookup's ActorError says: torchmonarch names its controller-controller's call.
+_SPAWN_FAILED = "Actor call controller_controller.get_or_spawn failed."
 _lock = threading.Lock()
 _controllers: dict[str, Any] = {}  # name -> ActorMesh, in the root client only
 
 
 def get_or_spawn_controller(name: str, Class: type, *args: Any, **kwargs: Any) -> Future[Any]:
-    """The controller actor called `name`, spawning `Class(*args, **kwargs)` the first time."""
-    if not isinstance(name, str):
-        raise TypeError(f"get_or_spawn_controller needs a name string first, not {name!r}.")
+    """The controller actor called `name`, spawning `Class(*args, **kwargs)` the first time.
+
+    A spawn that fails (a class that is not an Actor, arguments `__init__` does not take, a name
+    that is not a string) fails the future with an `ActorError` whose `exception` is the spawn's
+    error, as torchmonarch's controller-controller call does.
+    """
     rt = get_runtime()
     payload = encode((Class, args, kwargs))
     entry = OncePort()
@@ -43,11 +49,15 @@ def root_address(rt: Runtime) -> str:
 def _serve(rt: Runtime) -> None:
     def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         name, payload = args
-        with _lock:
-            mesh = _controllers.get(name)
-            if mesh is None:
-                cls, a, kw = decode(payload)
-                mesh = _controllers[name] = this_proc().spawn(name, cls, *a, **kw)
+        try:
+            with _lock:
+                mesh = _controllers.get(name)
+                if mesh is None:
+                    cls, a, kw = decode(payload)
+                    mesh = _controllers[name] = this_proc().spawn(name, cls, *a, **kw)
+        except Exception as exc:
+            rt.mailbox.reply_error(reply, ActorError(exc, _SPAWN_FAILED))
+            return
         rt.mailbox.reply(reply, mesh)
 
     rt.mailbox.control["get_or_spawn_controller"] = handler

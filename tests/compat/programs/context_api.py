@@ -115,4 +115,20 @@ check("controller from inside an actor", users.slice(hosts=0, gpus=0).register.c
 check("controller made inside an actor", users.slice(hosts=0, gpus=1).nested.call_one().get())
 check("that controller from the client",
       get_or_spawn_controller("inner", Registry, "client").get().info.call_one().get()[0])
+
+class NotAnActor:
+    pass
+
+
+for label, make in [
+    ("controller of a non-Actor class", lambda: get_or_spawn_controller("bad", NotAnActor)),
+    ("controller with a non-str name", lambda: get_or_spawn_controller(3, Registry, "x")),
+    ("controller with bad __init__ arguments",
+     lambda: get_or_spawn_controller("badargs", Registry, 1, 2, 3)),
+]:
+    try:
+        make().get()
+    except Exception as e:
+        check(label, (type(e).__name__, str(e).splitlines()[0], repr(e.exception)))
+check("controller len and repr", (len(registry), str(registry)))
 procs.stop().get()

@@ -40,6 +40,23 @@ class Sender(Actor):
         return [receiver.recv().get() for _ in range(3)]
 
     @endpoint
+    def relay(self, other: "Sender", port: Port) -> None:
+        other.forward.call_one(port, "via a relay").get()
+
+    @endpoint
+    def forward(self, port: Port, value: str) -> None:
+        port.send(value)
+
+    @endpoint
+    def give_port(self) -> Port:
+        port, self.receiver = Channel.open()
+        return port
+
+    @endpoint
+    def read(self) -> str:
+        return self.receiver.recv().get()
+
+    @endpoint
     def fail_port(self, port: Port) -> None:
         port.exception(ValueError("sent as an exception"))
 
@@ -79,6 +96,12 @@ one.fail_port.call_one(error_port).get()
 raises("port.exception raises at recv", error_receiver.recv().get)
 check("return_undeliverable default", port.return_undeliverable)
 
+relay_port, relay_receiver = Channel.open()
+one.relay.call_one(senders.slice(gpus=1), relay_port).get()
+check("port passed through two actors", relay_receiver.recv().get())
+actor_port = one.give_port.call_one().get()
+actor_port.send("from the client")
+check("port returned by an actor", one.read.call_one().get())
 check("channel opened in an actor", one.own_channel.call_one(senders.slice(gpus=1)).get())
 
 procs.stop().get()
