@@ -77,3 +77,35 @@ def fail_on_rank_one(x: torch.Tensor) -> torch.Tensor:
 def data_address(t: torch.Tensor) -> torch.Tensor:
     """Where this proc's shard of `t` lives in memory."""
     return torch.tensor(t.data_ptr())
+
+
+# ---- the documented module-level `@remote` pattern --------------------------------------------
+from monarch import remote  # noqa: E402 - grouped with the functions that use it
+
+
+@remote(propagate=lambda x: x)
+def plus_one(x: torch.Tensor) -> torch.Tensor:
+    """A decorated module-level remote function: the workers find the wrapper at this path."""
+    return x + 1
+
+
+@remote(propagate=lambda x: x)
+def explode(x: torch.Tensor) -> torch.Tensor:
+    """A decorated remote function that always raises."""
+    raise ValueError("exploded on purpose")
+
+
+@remote(propagate=lambda: None)
+def rank_env() -> str:
+    """A decorated remote function called with the actor adverbs: this proc's RANK."""
+    import os
+
+    return os.environ.get("RANK", "")
+
+
+def _times_three(x: torch.Tensor) -> torch.Tensor:
+    return x * 3
+
+
+# A module-level Remote made from a string path.
+times_three = remote("tests.tensor.remote_fns._times_three", propagate=lambda x: x)

@@ -132,3 +132,26 @@ def test_remote_adverb_failure_is_remote_exception(mesh2: Any) -> None:
         with pytest.raises(RemoteException, match="adverb failure") as info:
             fut.get(timeout=30)
     assert "test_remote.py" in str(info.value)
+
+
+def test_module_level_decorated_remote(mesh2: Any) -> None:
+    """`@remote` on a function of an importable module: the workers run the function, not the
+    `Remote` wrapper they find at its path (rref, the adverbs, errors, string paths)."""
+    from tests.tensor import remote_fns
+
+    with mesh2.activate():
+        x = torch.arange(3.0)
+        y = remote_fns.plus_one(x)
+        z = remote_fns.times_three(y)
+        assert monarch.fetch_shard(y).result(timeout=30).tolist() == [1.0, 2.0, 3.0]
+        assert monarch.fetch_shard(z, gpus=1).result(timeout=30).tolist() == [3.0, 6.0, 9.0]
+        vm = remote_fns.rank_env.call().get(timeout=30)
+        assert type(vm).__name__ == "ValueMesh"
+        assert [v for _, v in vm.items()] == ["0", "1"]
+        bad = remote_fns.explode(x)
+        with pytest.raises(RemoteException, match="exploded on purpose"):
+            monarch.fetch_shard(bad).result(timeout=30)
+        with pytest.raises(RemoteException, match="exploded on purpose"):
+            remote_fns.explode.call(x).get(timeout=30)
+        # the stream goes on after the failure
+        assert monarch.inspect(x + 1).tolist() == [1.0, 2.0, 3.0]

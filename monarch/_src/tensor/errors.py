@@ -45,7 +45,7 @@ class RemoteException(MonarchError):
         what = f" while running {self.op}" if self.op else ""
         return (
             f"A remote function has failed asynchronously on rank {self.rank}{what}.\n"
-            f"Traceback of where the remote function was issued on the controller "
+            f"Traceback of where the remote function was issued on controller "
             f"(most recent call last):\n{self.controller_frames}"
-            f"Error on the worker:\n{self.worker_error}"
+            f"Error as reported from worker:\n{self.worker_error}"
         )

@@ -95,6 +95,11 @@ class Remote:
         else:
             self._wire = PickledFunction.of(fn)
 
+    def _monarch_remote_target(self) -> Callable[..., Any] | str:
+        """What a worker runs when it finds this wrapper at a function's dotted path (the
+        module-level `@remote` pattern): the wrapped function, or the path it names."""
+        return self._fn
+
     @property
     def _name(self) -> str:
         return self._fn if isinstance(self._fn, str) else getattr(self._fn, "__qualname__", "fn")
@@ -168,7 +173,7 @@ class Remote:
         if active is None:
             raise ValueError(
                 "Calling a 'remote' monarch function requires an active proc_mesh (`with "
-                "proc_mesh.activate():`)."
+                "proc_mesh.activate():`)"
             )
         if mesh is not None and not mesh._same(active):
             raise ValueError(f"Arguments live on {mesh!r}, not on the active {active!r}.")

@@ -84,7 +84,18 @@ def resolve_function(fn: Any) -> Callable[..., Any]:
         module, _, attr = fn.rpartition(".")
         if not module:
             raise ValueError(f"remote function path {fn!r} must be 'module.function'.")
-        found = _fns[fn] = getattr(importlib.import_module(module), attr)
+        found = getattr(importlib.import_module(module), attr)
+        # `@remote` replaced the module's function by its `Remote` wrapper: run the function.
+        wrapped = getattr(found, "_monarch_remote_target", None)
+        if wrapped is not None:
+            target = wrapped()
+            if target == fn:
+                raise ValueError(
+                    f"remote function path {fn!r} names the remote wrapper itself; point it at "
+                    "the plain function instead."
+                )
+            found = resolve_function(target)
+        _fns[fn] = found
     return found
 
 
