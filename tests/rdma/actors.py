@@ -68,7 +68,7 @@ class Peer(Actor):
     def read(self, buf: RDMABuffer, extra: int = 0) -> tuple[list[int], str]:
         dst = torch.zeros(buf.size() + extra, dtype=torch.uint8)
         buf.read_into(dst).get(timeout=30)
-        return dst.tolist(), buf.backend
+        return dst.tolist(), buf._plane
 
     @endpoint
     def write(self, buf: RDMABuffer, values: list[int]) -> None:

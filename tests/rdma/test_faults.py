@@ -103,9 +103,9 @@ def test_refused_process_vm_falls_back_to_shm(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(transfer, "_vm_refused", False)
     mem = bytearray(b"fallback" * 8)
     buf = RDMABuffer(memoryview(mem))
-    assert buf.backend == "process_vm"
+    assert buf._plane == "process_vm"
     out = bytearray(len(mem))
     buf.read_into(memoryview(out)).get(timeout=T)
-    assert out == mem and buf.backend == "shm"
+    assert out == mem and buf._plane == "shm"
     buf.write_from(memoryview(b"FALL")).get(timeout=T)
     assert mem.startswith(b"FALLback")

@@ -130,7 +130,7 @@ def test_bytearray_buffers_between_procs_without_torch() -> None:
             def read(self, buf):
                 out = bytearray(buf.size())
                 buf.read_into(memoryview(out)).get(timeout=30)
-                return bytes(out[:16]), buf.backend, "torch" in sys.modules
+                return bytes(out[:16]), buf._plane, "torch" in sys.modules
 
         procs = this_host().spawn_procs(per_host={"procs": 2})
         owner = procs.slice(procs=0).spawn("owner", Owner)

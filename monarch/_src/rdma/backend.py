@@ -42,8 +42,11 @@ def is_ibverbs_available() -> bool:
 
 def is_rdma_available() -> bool:
     """Deprecated alias of `is_ibverbs_available()`."""
+    # Monarch's words, so filters and logs written for it match.
     warnings.warn(
-        "is_rdma_available() is deprecated; use is_ibverbs_available() or get_rdma_backend().",
+        "is_rdma_available is deprecated because Monarch now supports multiple RDMA backends, "
+        "making this function ambiguous. For now it indicates whether RDMA over ibverbs is "
+        "available. Use is_ibverbs_available() or get_rdma_backend() instead.",
         DeprecationWarning,
         stacklevel=2,
     )
@@ -70,10 +73,12 @@ def warn_tcp_fallback_once() -> None:
         if _warned:
             return
         _warned = True
+    # Monarch's words. Here "TCP" covers every non-verbs plane: between procs of one host the
+    # bytes move by a direct process-to-process copy, which docs/rdma.md describes.
     warnings.warn(
-        "No ibverbs RDMA device was found, so RDMA buffers move over TCP between hosts (and by "
-        "direct process-to-process copies on one host). To fail instead, call "
-        "monarch.configure(rdma_allow_tcp_fallback=False).",
+        "No ibverbs RDMA hardware detected. Falling back to TCP transport, which has "
+        "significantly lower throughput and higher latency than native RDMA. To disable this "
+        "fallback and fail explicitly, call monarch.configure(rdma_allow_tcp_fallback=False).",
         RDMATcpFallbackWarning,
         stacklevel=3,
     )

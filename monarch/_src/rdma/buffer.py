@@ -35,7 +35,12 @@ _staging_warned: set[type[Warning]] = set()
 
 
 def _check_timeout(timeout: float, what: str) -> float:
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise ValueError(f"{what} timeout must be a positive number of seconds, not {timeout!r}.")
+    if timeout < 0:
+        # Monarch's error: its timeout is an unsigned 64-bit count of seconds.
+        raise OverflowError("timeout must fit in an unsigned 64-bit integer")
+    if not timeout > 0:
         raise ValueError(f"{what} timeout must be a positive number of seconds, not {timeout!r}.")
     return float(timeout)
 
@@ -95,8 +100,9 @@ class RDMABuffer:
         backend = get_rdma_backend()
         if backend == "none":
             raise RuntimeError(
-                "No RDMA backend is available: there is no ibverbs device and the TCP fallback is "
-                "disabled. Call monarch.configure(rdma_allow_tcp_fallback=True) to allow it."
+                "Tried to create an RDMABuffer, but RDMA is not available on this platform. To "
+                "enable TCP fallback transport, call monarch.configure(rdma_allow_tcp_fallback="
+                "True) before creating buffers."
             )
         if backend == "tcp":
             warn_tcp_fallback_once()
@@ -138,8 +144,9 @@ class RDMABuffer:
         return (RDMABuffer._from_handle, (self._handle,))
 
     def __repr__(self) -> str:
-        h = self._handle
-        return f"<RDMABuffer {h.buffer_id} size={h.nbytes} owner={h.owner}>"
+        # Monarch's default object repr, under its module path; `describe()` of the handle is
+        # what our own error messages use.
+        return f"<monarch._src.rdma.rdma.RDMABuffer object at {id(self):#x}>"
 
     # ---- properties -------------------------------------------------------------------------
     def size(self) -> int:
@@ -153,6 +160,11 @@ class RDMABuffer:
 
     @property
     def backend(self) -> str:
+        """The RDMA backend, as `get_rdma_backend()` says: "ibverbs", "tcp" or "none"."""
+        return get_rdma_backend()
+
+    @property
+    def _plane(self) -> str:
         """The data plane a transfer from this process uses: "process_vm", "shm", "tcp",
         "ibverbs", or "none" when the buffer cannot be reached from here."""
         try:
@@ -164,15 +176,16 @@ class RDMABuffer:
     def _op(self, write: bool, local_obj: Any, what: str) -> transfer.Op:
         h = self._handle
         local = as_region(local_obj, what, allow_empty=True, need_writable=not write)
+        # Monarch's texts for the two size errors.
         if not write and local.nbytes < h.nbytes:
             raise ValueError(
-                f"The read_into destination has {local.nbytes} bytes but {h.describe()} has "
-                f"{h.nbytes}; pass a destination of at least {h.nbytes} bytes."
+                f"destination local memory size ({local.nbytes}) must be >= remote buffer size "
+                f"({h.nbytes})"
             )
         if write and local.nbytes > h.nbytes:
             raise ValueError(
-                f"The write_from source has {local.nbytes} bytes but {h.describe()} has only "
-                f"{h.nbytes}; pass at most {h.nbytes} bytes."
+                f"source local memory size ({local.nbytes}) must be <= remote buffer size "
+                f"({h.nbytes})"
             )
         if write and not h.writable:
             raise ValueError(f"{h.describe()} is over read-only memory; it cannot be written.")
@@ -240,12 +253,12 @@ class RDMAAction:
         self._ops.append((buf, local, write))
 
     def fetch_add(self, *args: Any, **kwargs: Any) -> RDMAAction:
-        """Not supported: atomics need ibverbs, which this port does not implement."""
-        raise NotImplementedError("RDMAAction.fetch_add is not supported by monarch-dask.")
+        """Not supported (as on Monarch 0.7.0)."""
+        raise NotImplementedError("Not yet supported")
 
     def compare_and_swap(self, *args: Any, **kwargs: Any) -> RDMAAction:
-        """Not supported: atomics need ibverbs, which this port does not implement."""
-        raise NotImplementedError("RDMAAction.compare_and_swap is not supported by monarch-dask.")
+        """Not supported (as on Monarch 0.7.0)."""
+        raise NotImplementedError("Not yet supported")
 
     def submit(self, *, timeout: float = 60) -> Future[None]:
         """Run every operation concurrently; resolves when all finished, fails if any failed."""

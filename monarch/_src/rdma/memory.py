@@ -36,9 +36,20 @@ def is_tensor(obj: object) -> bool:
     return torch is not None and isinstance(obj, torch.Tensor)
 
 
+def _not_1d_contiguous(obj: object) -> ValueError:
+    # Monarch's text for any local memory that is not one contiguous dimension.
+    return ValueError(
+        "RDMABuffer only supports 1d contiguous torch.Tensor or 1d c-contiguous memoryview. "
+        f"Got: {obj}"
+    )
+
+
 def as_region(obj: object, what: str, *, allow_empty: bool = False,
               need_writable: bool = False) -> Region:
-    """Check `obj` (described as `what` in errors) and return its memory as a `Region`."""
+    """Check `obj` (described as `what` in errors) and return its memory as a `Region`.
+
+    A registered buffer (`allow_empty=False`) of size 0 raises Monarch's ValueError.
+    """
     if is_tensor(obj):
         return _tensor_region(obj, what, allow_empty, need_writable)
     if isinstance(obj, memoryview):
@@ -50,19 +61,11 @@ def as_region(obj: object, what: str, *, allow_empty: bool = False,
 
 
 def _tensor_region(t: Any, what: str, allow_empty: bool, need_writable: bool) -> Region:
-    if t.dim() != 1:
-        raise ValueError(
-            f"{what} must be a 1-D contiguous tensor, got shape {tuple(t.shape)}. "
-            "Use tensor.view(torch.uint8).flatten() on a contiguous tensor."
-        )
-    if not t.is_contiguous():
-        raise ValueError(
-            f"{what} must be contiguous; it has stride {tuple(t.stride())}. "
-            "Call .contiguous() first, or register the base tensor."
-        )
+    if t.dim() != 1 or not t.is_contiguous():
+        raise _not_1d_contiguous(t)
     nbytes = t.numel() * t.element_size()
     if nbytes == 0 and not allow_empty:
-        raise ValueError(f"{what} has size 0; an RDMA buffer needs at least one byte.")
+        raise ValueError("Cannot create RDMABuffer with size 0.")
     device = "cpu" if t.device.type == "cpu" else f"{t.device.type}:{t.device.index or 0}"
     if t.device.type not in ("cpu", "cuda"):
         raise ValueError(f"{what} is on device {t.device}; only CPU and CUDA tensors work.")
@@ -70,14 +73,10 @@ def _tensor_region(t: Any, what: str, allow_empty: bool, need_writable: bool) ->
 
 
 def _view_region(mv: memoryview, what: str, allow_empty: bool, need_writable: bool) -> Region:
-    if mv.ndim != 1:
-        raise ValueError(
-            f"{what} must be a 1-D memoryview, got {mv.ndim} dimensions. Use .cast('B') on it."
-        )
-    if not mv.c_contiguous:
-        raise ValueError(f"{what} must be C-contiguous; take a memoryview of contiguous memory.")
+    if mv.ndim != 1 or not mv.c_contiguous:
+        raise _not_1d_contiguous(mv)
     if mv.nbytes == 0 and not allow_empty:
-        raise ValueError(f"{what} has size 0; an RDMA buffer needs at least one byte.")
+        raise ValueError("Cannot create RDMABuffer with size 0.")
     if need_writable and mv.readonly:
         raise ValueError(f"{what} is read-only; pass a memoryview over writable memory.")
     if mv.nbytes == 0:
