@@ -86,7 +86,8 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
-        _set_pdeathsig()
+        if spec.get("pdeathsig", True):  # mesh_bootstrap_enable_pdeathsig
+            _set_pdeathsig()
         if os.getppid() != zygote_pid:  # the zygote died before PDEATHSIG was set
             os._exit(1)
         devnull = os.open(os.devnull, os.O_RDONLY)
@@ -120,9 +121,16 @@ def _exec_interpreter(spec: dict[str, Any]) -> None:
         view = view[os.write(fd, view):]
     os.lseek(fd, 0, os.SEEK_SET)
     os.set_inheritable(fd, True)
+    # This monarch, whatever the interpreter finds on its own: the proc must speak the same
+    # protocol as its host (and an editable install is not visible through PYTHONPATH alone).
+    import monarch
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(monarch.__file__)))
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)])
+    os.execve(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)], env)
 
 
 def _orphan_poll_interval() -> float:
