@@ -151,9 +151,10 @@ def _soak(slices: list[Any], pids: list[int], calls: int, plan: KillPlan) -> Soa
     for i, future in enumerate(futures):
         if future is None:
             continue
-        try:
-            error = future.exception(timeout=max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
+        # exception() returns a timeout (as torchmonarch's does): one that is not the outcome
+        # means the call is still pending.
+        error = future.exception(timeout=max(0.0, deadline - time.monotonic()))
+        if isinstance(error, TimeoutError) and not future.done():
             continue
         outcomes[i] = future.get() if error is None else error
     killer_thread.join(timeout=TIMEOUT)

@@ -105,6 +105,13 @@ def concurrent_endpoint(
     return wrap(method) if method is not None else wrap
 
 
+_NOT_A_MESH = "actor implementations are not meshes, but we can't convince the typechecker of it..."
+
+
+def _not_a_mesh(*args: Any, **kwargs: Any) -> Any:
+    raise NotImplementedError(_NOT_A_MESH)
+
+
 class Actor:
     """Base class of actors. Subclass it and mark methods with `@endpoint`.
 
@@ -122,6 +129,19 @@ class Actor:
 
     def _handle_undeliverable_message(self, envelope: Any) -> bool:
         return False
+
+    # An actor class is typed as its mesh (spawn returns `T`), so the mesh protocol's names
+    # exist on the object too; on the actor itself they raise, in torchmonarch's words.
+    slice = flatten = split = rename = size = stop = _not_a_mesh
+    extent = sizes = initialized = property(_not_a_mesh)
+
+    def __len__(self) -> int:
+        _not_a_mesh()
+
+    def __bool__(self) -> bool:
+        # Unlike torchmonarch (where `bool(actor)` raises through `__len__`): an actor object
+        # is always truthy, so `if actor:` in user or runtime code keeps working.
+        return True
 
 
 def endpoints_of(cls: type) -> dict[str, EndpointProperty]:

@@ -27,6 +27,18 @@ class Child(Actor):
         return os.getpid()
 
     @endpoint
+    def not_a_mesh(self) -> list:
+        out = []
+        for attempt in (lambda: self.slice(w=0), lambda: self.extent, lambda: len(self),
+                        lambda: self.stop(), lambda: self.sizes):
+            try:
+                attempt()
+                out.append("no error")
+            except NotImplementedError as e:
+                out.append(f"NotImplementedError: {e}")
+        return out
+
+    @endpoint
     def rank(self) -> tuple:
         return (repr(current_rank()), current_size())
 
@@ -87,6 +99,7 @@ parent = this_host().spawn_procs().spawn("parent", Parent)
 kids = parent.make.call_one(2).get()
 check("mesh returned from an endpoint", kids)
 check("returned mesh len", len(kids))
+check("an actor object is not a mesh", kids.slice(w=0).not_a_mesh.call_one().get())
 check("client calls the returned mesh", len(set(kids.pid.call().get().values())))
 check("names of actors spawned by an actor", parent.kids_who.call_one().get())
 check("this_proc inside an actor", parent.local_child.call_one().get())
