@@ -157,6 +157,71 @@ def test_spawn_non_actor_class_raises_value_error(procs2: Any, fault_recorder: A
         procs2.spawn("val_not_an_actor", NotAnActor)
 
 
+class NeedsArgs(Actor):
+    def __init__(self, x: int, *, y: int = 0) -> None:
+        self.total = x + y
+
+    @endpoint
+    def total_of(self) -> int:
+        return self.total
+
+
+class NotAMesh(Actor):
+    @endpoint
+    def attempt(self, what: str) -> str:
+        attempts = {
+            "slice": lambda: self.slice(gpus=0),
+            "extent": lambda: self.extent,
+            "len": lambda: len(self),
+            "stop": lambda: self.stop(),
+        }
+        try:
+            attempts[what]()
+        except NotImplementedError as exc:
+            return str(exc)
+        return "no error"
+
+    @endpoint
+    def truthy(self) -> bool:
+        return bool(self)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((), {}, "missing a required argument: 'x'"),
+        ((1, 2), {}, "too many positional arguments"),
+        ((1,), {"z": 2}, "got an unexpected keyword argument 'z'"),
+    ],
+)
+def test_spawn_arguments_init_does_not_take_raise_type_error_at_spawn(
+    procs2: Any, fault_recorder: Any, args: tuple[Any, ...], kwargs: dict[str, Any], message: str
+) -> None:
+    # Bound against __init__ before anything is sent, as torchmonarch does: no actor starts.
+    with pytest.raises(TypeError, match=f"^{message}$"):
+        procs2.spawn("val_init_args", NeedsArgs, *args, **kwargs)
+    assert fault_recorder.failures == []
+
+
+def test_spawn_arguments_init_takes_reach_it(procs2: Any) -> None:
+    mesh = procs2.spawn("val_init_args_ok", NeedsArgs, 1, y=2)
+    assert list(mesh.total_of.call().get(timeout=TIMEOUT).values()) == [3, 3]
+
+
+@pytest.mark.parametrize("name", ["slice", "extent", "len", "stop"])
+def test_mesh_protocol_on_actor_object_raises_not_implemented(procs2: Any, name: str) -> None:
+    mesh = procs2.spawn(f"val_not_a_mesh_{name}", NotAMesh).slice(gpus=0)
+    assert mesh.attempt.call_one(name).get(timeout=TIMEOUT) == (
+        "actor implementations are not meshes, but we can't convince the typechecker of it..."
+    )
+    assert mesh.truthy.call_one().get(timeout=TIMEOUT) is True
+
+
+def test_spawn_non_class_raises_type_error(procs2: Any) -> None:
+    with pytest.raises(TypeError, match=r"issubclass\(\) arg 1 must be a class"):
+        procs2.spawn("val_not_a_class", 3)
+
+
 # --- calling endpoints and non-endpoints ---------------------------------------------------------
 
 
