@@ -121,7 +121,8 @@ def unhandled_fault_hook(failure: MeshFailure) -> None:
 
     Replace it by assignment (`monarch.actor.unhandled_fault_hook = fn`); it is looked up at
     call time. Returning drops the failure; raising anything (the default raises `SystemExit`)
-    writes the report to stderr and exits the process with status 1 after atexit handlers ran.
+    makes it fatal: the report is written to stderr and the main thread gets a
+    `KeyboardInterrupt`, which, uncaught, ends the program after its atexit handlers ran.
     """
     sys.exit(1)
 

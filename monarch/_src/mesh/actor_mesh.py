@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from monarch._src.mesh.actor import endpoints_of
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
+from monarch._src.mesh.hosted import extent_of, failure_report
 from monarch._src.runtime.envelope import CONTROL
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
-from monarch._src.shape import MeshTrait, Shape
+from monarch._src.shape import MeshTrait, Point, Shape
 from monarch._src.mesh.ownership import tree
 from monarch._src.supervision.errors import SupervisionError
 
@@ -115,12 +116,25 @@ class ActorMesh(MeshTrait, Generic[T]):
         if status is not None and status[1]:
             failed = status[1]
             local = self._local_ranks()
-            for rank in self._cast_plan()[0]:
-                report = failed.get(local[rank])
-                if report is not None:
-                    # Monarch's text: the failure's report, as the failed actor's callers saw it.
-                    raise SupervisionError(report, f"{self._name}.{endpoint}")
+            if any(local[rank] in failed for rank in self._cast_plan()[0]):
+                # As in Monarch: the report of the mesh's first failure, as the failed actor's
+                # callers saw it, whichever of its failed ranks this call targets.
+                raise SupervisionError(list(failed.values())[0], f"{self._name}.{endpoint}")
         self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan()[0])
+
+    def _actor_report(self, report: str) -> str:
+        """A proc's failure (`report`) as the failure of this mesh's actor on that proc, in
+        Monarch's words, when this process spawned the mesh and knows which proc it was."""
+        table = self._proc_mesh._table
+        display = table.actor_displays.get(self._key)
+        if display is None or report.startswith("The actor "):
+            return report
+        for rank in self._cast_plan()[0]:
+            if table.failed.get(rank) == report:
+                prefix, labels, sizes = display
+                point = Point(self._local_ranks()[rank], extent_of(labels, sizes))
+                return failure_report(f"{prefix}{point!r}>", report)
+        return report
 
     # ---- endpoints ------------------------------------------------------------------------
     def __getattr__(self, name: str) -> Any:

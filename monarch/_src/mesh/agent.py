@@ -118,9 +118,9 @@ class _FaultHookRunner:
 
     One thread takes failures in arrival order, so the hook is called exactly once per fault
     and never concurrently with itself. The hook is looked up at call time so users can
-    replace it. Returning drops the fault; raising anything is fatal: the report goes to
-    stderr, atexit handlers run, and the process exits with status 1. After a fatal fault,
-    later ones are only written to stderr.
+    replace it. Returning drops the fault; raising anything makes it fatal, as in Monarch: the
+    report goes to stderr and the main thread gets a `KeyboardInterrupt`, so the program
+    unwinds there and its `atexit` handlers run (a program that catches it carries on).
     """
 
     def __init__(self) -> None:
@@ -146,8 +146,7 @@ class _FaultHookRunner:
             try:
                 hook(failure)
             except BaseException:
-                _die(failure)
-                return
+                _fatal(failure)
 
 
 _fault_hook = _FaultHookRunner()
@@ -157,19 +156,23 @@ def _root_fault(failure: MeshFailure) -> None:
     _fault_hook.submit(failure)
 
 
-def _die(failure: MeshFailure) -> None:
-    import atexit
+def _fatal(failure: MeshFailure) -> None:
+    """An unhandled fault: report it (Monarch's words) and interrupt the main thread."""
+    import datetime
     import os
+    import signal
+    import socket
 
-    try:
-        sys.stderr.write(f"monarch: unhandled supervision failure, exiting: {failure}\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
-        atexit._run_exitfuncs()
-    finally:
-        os._exit(1)
-
-
+    sys.stderr.write(
+        f"Unhandled monarch error on the root actor, hostname={socket.gethostname()}, "
+        f"PID={os.getpid()} at time {datetime.datetime.now()}:\n{failure.report()}\n"
+    )
+    sys.stderr.flush()
+    main = threading.main_thread()
+    if main.is_alive() and main.ident is not None:
+        # A real SIGINT to the main thread also wakes it from a blocking wait (a lock, a
+        # sleep, a socket), which `_thread.interrupt_main` alone would not.
+        signal.pthread_kill(main.ident, signal.SIGINT)
 
 
 _runtime_module.on_start.append(install_agent)

@@ -122,7 +122,8 @@ class Endpoint(Generic[R]):
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
-            err = SupervisionError(err.report, f"{self._mesh._name}.{self._name}")
+            err = SupervisionError(self._mesh._actor_report(err.report),
+                                   f"{self._mesh._name}.{self._name}")
         return err
 
     def _decode_one(self, reply: Any) -> Any:
