@@ -26,6 +26,8 @@ PUBLIC_MODULES = [
     "monarch.job.kubernetes",
     "monarch.spmd",
     "monarch.simulator",
+    "monarch.experimental.thread_timeout",
+    "monarch.tools.config",
 ]
 
 
