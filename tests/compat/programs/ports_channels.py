@@ -7,6 +7,7 @@ actors as an argument (100 sends arrive in order), ports used from a thread of a
 ``Channel[int]`` subscripted open.
 """
 
+import asyncio
 import threading
 
 from compat import check, raises
@@ -104,4 +105,18 @@ actor_port.send("from the client")
 check("port returned by an actor", one.read.call_one().get())
 check("channel opened in an actor", one.own_channel.call_one(senders.slice(gpus=1)).get())
 
+
+
+async def awaited_receives() -> list:
+    aport, areceiver = Channel.open()
+    one.count_to.broadcast(aport, 3)
+    return [await areceiver.recv() for _ in range(3)]
+
+
+check("await recv in asyncio", asyncio.run(awaited_receives()))
+thread_port, thread_receiver = Channel.open()
+sender = threading.Thread(target=lambda: [thread_port.send(i) for i in range(5)])
+sender.start()
+sender.join()
+check("client thread sends in order", [thread_receiver.recv().get() for _ in range(5)])
 procs.stop().get()
