@@ -32,6 +32,11 @@ __all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
 
 R = TypeVar("R")
 
+# Installed by the tensor engine when it loads (`monarch._src.tensor.actor_calls`): encodes
+# `(endpoint, args, kwargs)`; a payload that is not a plain tuple holds distributed tensors and
+# posts itself (`payload.post(endpoint, reply, ranks)`).
+encode_hook: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] | None = None
+
 class _Binder:
     """Checks call arguments against an endpoint's signature, with a fast path for the common
     call with only positional arguments (binding costs more than the rest of a call)."""
@@ -67,15 +72,18 @@ def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
 class Endpoint(Generic[R]):
     """An endpoint of an actor mesh (or a slice of one), with the adverbs."""
 
-    __slots__ = ("_mesh", "_name", "_method", "_explicit")
+    __slots__ = ("_mesh", "_name", "_method", "_explicit", "_propagator")
 
     def __init__(
-        self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool
+        self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool,
+        propagator: Any = None,
     ) -> None:
         self._mesh = mesh
         self._name = name
         self._method = method  # the undecorated function, for binding arguments
         self._explicit = explicit  # the method takes a response port after self
+        # as_endpoint(propagate=...): shapes `rref` results (else the @endpoint's propagate)
+        self._propagator = propagator
 
     # ---- the common path ----------------------------------------------------------------
     def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -83,7 +91,8 @@ class Endpoint(Generic[R]):
         # torchmonarch.
         _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
         try:
-            return encode((args, kwargs))
+            hook = encode_hook
+            return encode((args, kwargs)) if hook is None else hook(self, args, kwargs)
         except BaseException as exc:
             add_note(exc, f"monarch could not pickle the arguments of {self._label()}.")
             raise
@@ -93,6 +102,9 @@ class Endpoint(Generic[R]):
 
     def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
         """Post one CALL per target: all ranks, or the given local ranks."""
+        if type(payload) is not tuple:  # distributed tensors among the arguments
+            payload.post(self, reply, ranks)
+            return
         mesh = self._mesh
         try:
             mesh._check_usable(self._name)
@@ -285,7 +297,8 @@ def as_endpoint(
     propagate: Any = None,
     explicit_response_port: bool = False,
 ) -> Endpoint[Any]:
-    """Treat a plain method of a spawned actor mesh as an endpoint."""
+    """Treat a plain method of a spawned actor mesh as an endpoint; `propagate` shapes the
+    results of `rref` as `@endpoint(propagate=...)` does."""
     if not isinstance(not_an_endpoint, NotAnEndpoint):
         # An endpoint is refused too, as on torchmonarch: it needs no as_endpoint.
         raise ValueError("expected an method of a spawned actor")
@@ -293,7 +306,7 @@ def as_endpoint(
     method = getattr(mesh._class, name)
     if isinstance(method, EndpointProperty):
         method = method._method
-    return Endpoint(mesh, name, method, explicit_response_port)
+    return Endpoint(mesh, name, method, explicit_response_port, propagate)
 
 
 def send(

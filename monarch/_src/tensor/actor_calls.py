@@ -1,27 +1,141 @@
-"""Actors and distributed tensors: the endpoint `rref` adverb.
+"""Actors and distributed tensors: endpoint calls with distributed tensors among their
+arguments, and the endpoint `rref` adverb.
 
-`mesh.endpoint.rref(*args)` sends the call straight to the actors, like any other call from
-this controller (so FIFO with the controller's other calls to them holds), with each proc's
-tensor-engine worker as the reply address. The worker keeps the actor's result under the id the
-controller allocated, when it reaches the matching `CallActor` command. Distributed tensors in
-the arguments reach each actor as its proc's shard (see `Tensor.__reduce_ex__`).
+An endpoint call (any adverb) whose arguments hold distributed tensors is sent straight to the
+actors, like any other call from this controller (so FIFO with its other calls to them holds),
+but its reply address is each proc's tensor-engine worker. An `ActorCall` command at the call's
+place in the stream makes each worker hand its values over to its actor (`worker.shard_value`
+is what the pickled tensors unpickle through), wait for the actor's reply and forward it to the
+caller. So each actor receives its own proc's shard as a plain `torch.Tensor`, sees every
+operation issued before the call, and operations issued after it see what the endpoint did.
+
+`mesh.endpoint.rref(*args)` works the same way with a `CallActor` command; the worker keeps the
+actor's result under the id the controller allocated instead of forwarding it.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import torch.utils._pytree as pytree
 
+from monarch._src.mesh import endpoint as endpoint_module
 from monarch._src.mesh.actor import EndpointProperty
-from monarch._src.runtime.envelope import CALL
+from monarch._src.runtime.envelope import CALL, encode
 from monarch._src.runtime.runtime import get_runtime
-from monarch._src.tensor.commands import CallActor, OpMeta
+from monarch._src.tensor.commands import ActorCall, CallActor, OpMeta
 from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.mesh import active_mesh_or_none
 from monarch._src.tensor.stream import get_active_stream
+from monarch._src.tensor.tensor import Tensor, _capturing
 
-__all__ = ["endpoint_rref"]
+__all__ = ["TensorArgs", "encode_endpoint_args", "endpoint_rref"]
+
+# Call tokens: the key of one call's tensors in each proc's hand-over table.
+_tokens = itertools.count(1)
+
+
+class _Sends:
+    """Collects the distributed tensors pickled into one endpoint call's arguments."""
+
+    __slots__ = ("engine", "tensors", "token")
+
+    def __init__(self) -> None:
+        self.engine: Any = None
+        self.tensors: list[Tensor] = []
+        self.token = 0
+
+    def add(self, t: Tensor) -> Any:
+        """Record `t`; what it pickles as (each actor unpickles its proc's value)."""
+        from monarch._src.tensor.worker import shard_value
+
+        engine = t._mesh._engine
+        if self.engine is None:
+            self.engine = engine
+            self.token = next(_tokens)
+        elif engine is not self.engine:
+            raise ValueError(
+                f"The distributed tensors in one endpoint call must live on one proc mesh, but "
+                f"they live on {self.tensors[0]._mesh!r} and {t._mesh!r}; move them with "
+                "to_mesh() first."
+            )
+        if t._state != "ok":
+            raise ValueError(
+                "A distributed tensor passed to an actor is a dropped borrow or is mutably "
+                "borrowed by another stream; drop the borrow before sending it."
+            )
+        self.tensors.append(t)
+        return (shard_value, (engine.id, self.token, len(self.tensors) - 1))
+
+
+class TensorArgs:
+    """Encoded endpoint arguments holding distributed tensors; `Endpoint._post` hands the
+    posting to `post`."""
+
+    __slots__ = ("payload", "sends")
+
+    def __init__(self, payload: Any, sends: _Sends) -> None:
+        self.payload = payload  # the plain encoded (args, kwargs)
+        self.sends = sends
+
+    def post(self, ep: Any, reply: Any, ranks: list[int] | None) -> None:
+        """Issue the call's `ActorCall` and post it to the targeted actors, each replying to
+        its proc's worker (which forwards the reply to `reply`)."""
+        actors = ep._mesh
+        actors._check_usable(ep._name)
+        engine = self.sends.engine
+        global_ranks = actors._cast_plan()[0]
+        targets = range(len(global_ranks)) if ranks is None else ranks
+        cast = {engine.rank_of[global_ranks[local]]: local for local in targets}
+        for t in self.sends.tensors:
+            held = t._mesh.engine_ranks
+            if held is not None and not set(cast) <= set(held):
+                missing = sorted(set(cast) - set(held))
+                raise ValueError(
+                    f"A distributed tensor passed to {ep._label()} lives on {t._mesh!r}, but "
+                    f"the call also reaches actors on procs (engine ranks {missing}) where it "
+                    "has no value; call a slice of the actor mesh that matches the tensor's "
+                    "mesh, or move the tensor with to_mesh() first."
+                )
+        ports = engine.rref_ports()
+        label = ep._label()
+        token = self.sends.token
+        shards = tuple(t._id for t in self.sends.tensors)
+        stream = self.sends.tensors[0]._stream
+        meta = OpMeta(label, tuple(tensor_meta(t._fake) for t in self.sends.tensors), ())
+        ranks_ = tuple(sorted(cast))
+        engine.submit(lambda seq: ActorCall(seq, ranks_, stream.name, label, token, shards,
+                                            reply, cast, (), meta), depth=4)
+        engine.flush()
+        for rank, local in cast.items():
+            ep._post(self.payload, ports[rank][1], [local])
+
+
+def encode_endpoint_args(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Encode an endpoint call's arguments (installed as `endpoint.encode_hook`): the plain
+    payload, or a `TensorArgs` when distributed tensors are among them."""
+    prev = getattr(_capturing, "sends", None)
+    sends = _capturing.sends = _Sends()
+    try:
+        payload = encode((args, kwargs))
+    finally:
+        _capturing.sends = prev
+    if not sends.tensors:
+        return payload
+    engine = sends.engine
+    procs = ep._mesh._proc_mesh
+    if procs._table is not engine.proc_mesh._table:
+        raise ValueError(
+            "monarch Tensors sent to an actor must be located on the same process as the "
+            f"actor. However {sends.tensors[0]._mesh!r} is not the mesh of {procs!r}, where "
+            f"{ep._label()} runs; spawn the actors on the tensors' proc mesh or move the "
+            "tensors with to_mesh() first."
+        )
+    return TensorArgs(payload, sends)
+
+
+endpoint_module.encode_hook = encode_endpoint_args
 
 
 def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -33,7 +147,9 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
             f"{label}.rref needs an active mesh: call it inside proc_mesh.activate()."
         )
     prop = getattr(ep._mesh._class, ep._name, None)
-    propagate = prop._propagator if isinstance(prop, EndpointProperty) else None
+    propagate = ep._propagator  # as_endpoint(propagate=...), else the @endpoint's
+    if propagate is None and isinstance(prop, EndpointProperty):
+        propagate = prop._propagator
     if not callable(propagate):
         raise ValueError(  # noqa: TRY004 - a missing declaration, not a wrong argument type
             f"{label}.rref needs the result's shape: declare the endpoint with "
@@ -50,21 +166,31 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     actors = ep._mesh
     global_ranks, labels, sizes = actors._cast_plan()
     ports = engine.rref_ports()
-    engine.flush()  # the arguments' values must exist before the actors look them up
-    payload = ep._encode_args(args, kwargs)
+    encoded = ep._encode_args(args, kwargs)
+    token, shards, payload = 0, (), encoded
+    if isinstance(encoded, TensorArgs):
+        if encoded.sends.engine is not engine:
+            raise ValueError(
+                f"{label}.rref: the distributed tensors among the arguments live on another proc "
+                f"mesh than {mesh!r}; move them with to_mesh() first."
+            )
+        token, payload = encoded.sends.token, encoded.payload
+        shards = tuple(t._id for t in encoded.sends.tensors)
     out_flat, out_spec = pytree.tree_flatten(fake_result)
     stream = get_active_stream()
     results, outputs, out_meta = output_handles(out_flat, mesh, stream)
     worker_ranks = tuple(engine.rank_of[g] for g in global_ranks)
     meta = OpMeta(label, tuple(tensor_meta(t._fake) for t in tensors), tuple(out_meta))
     engine.submit(lambda seq: CallActor(seq, worker_ranks, stream.name, actors._name, ep._name,
-                                        None, None, tuple(inputs), tuple(outputs), meta))
+                                        None, None, tuple(inputs), tuple(outputs), meta,
+                                        token, shards))
+    engine.flush()
     actors._check_usable(ep._name)
     procs = actors._proc_keys()
     key = actors._key
     get_runtime().mailbox.post_all(
         [
-            (procs[g], (CALL, key, ep._name, payload, ports[engine.rank_of[g]],
+            (procs[g], (CALL, key, ep._name, payload, ports[engine.rank_of[g]][0],
                         (local, labels, sizes), None))
             for local, g in enumerate(global_ranks)
         ],

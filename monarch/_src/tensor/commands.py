@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 __all__ = [
+    "ActorCall",
     "Borrow",
     "CallActor",
     "CallOp",
@@ -93,6 +94,26 @@ class CallActor(NamedTuple):
     inputs: tuple[int, ...]
     outputs: tuple[int | None, ...]
     meta: OpMeta
+    token: int = 0  # the call's key in the proc's hand-over table (0: no tensor arguments)
+    shards: tuple[int, ...] = ()  # ids of the distributed tensors pickled into the arguments
+
+
+class ActorCall(NamedTuple):
+    """An endpoint call (call, call_one, choose, stream, broadcast) whose arguments hold
+    distributed tensors: hand this rank's values of `shards` to its actor under `token`, wait
+    for the actor's reply (the stream waits while the endpoint runs) and forward it to `reply`
+    as the reply of cast rank `cast_ranks[rank]`."""
+
+    seq: int
+    ranks: tuple[int, ...] | None
+    stream: str
+    method: str  # "actor_mesh.endpoint", for messages
+    token: int
+    shards: tuple[int, ...]
+    reply: Any  # the caller's port address, or None (broadcast)
+    cast_ranks: dict[int, int]  # engine rank -> the actor's rank in the call
+    outputs: tuple[int | None, ...]  # always (): nothing is kept on the workers
+    meta: OpMeta
 
 
 class Reduce(NamedTuple):
@@ -140,4 +161,4 @@ class Delete(NamedTuple):
     ids: tuple[int, ...]
 
 
-Command = CallOp | CallRemote | CallActor | Reduce | SendTensor | Borrow | Delete
+Command = CallOp | CallRemote | CallActor | ActorCall | Reduce | SendTensor | Borrow | Delete

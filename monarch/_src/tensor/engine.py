@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh
     from monarch._src.tensor.mesh import DeviceMesh
 
-__all__ = ["Engine", "engine_for"]
+__all__ = ["Engine", "engine_by_id", "engine_for"]
 
 # Proc mesh id -> its engine, created on first activation.
 _engines: dict[str, Engine] = {}
@@ -90,6 +90,15 @@ def engine_for(proc_mesh: ProcMesh) -> Engine:
     return engine
 
 
+def engine_by_id(engine_id: str) -> Engine | None:
+    """The live engine with id `engine_id` in this process, if any."""
+    with _engines_lock:
+        for engine in _engines.values():
+            if engine.id == engine_id:
+                return engine
+    return None
+
+
 class Engine:
     """Workers on every proc of one proc mesh, and the ordered command stream to them."""
 
@@ -98,6 +107,7 @@ class Engine:
         request to that object instead (the seam another backend, the simulator, plugs into)."""
         import torch.distributed as dist
 
+        from monarch._src.tensor import actor_calls  # noqa: F401 - installs the endpoint hook
         from monarch._src.tensor.worker import TensorWorker
 
         self.id = f"te-{uuid.uuid4().hex[:10]}"
@@ -130,7 +140,7 @@ class Engine:
         self._flush_scheduled = False
         self._tracebacks: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._hold = 0  # >0 inside coalescing(): no flush on size or timer
-        self._rref_ports: list[Any] | None = None  # per engine rank, fetched on first rref
+        self._rref_ports: list[Any] | None = None  # per engine rank, fetched on first use
         self.closed = False
         self.flushing_thread: int | None = None  # the thread pickling a batch, while it does
         from monarch._src.tensor.mesh import DeviceMesh
@@ -266,11 +276,12 @@ class Engine:
         return RemoteException(error.rank, error.text, text)
 
     def rref_ports(self) -> list[Any]:
-        """The port on each worker where actor results for `rref` calls are delivered."""
+        """The ports on each worker where actors reply: `(rref results, replies of endpoint
+        calls with distributed tensors among their arguments)`, by engine rank."""
         if self._rref_ports is None:
             from monarch._src.tensor.fetch import wait
 
-            vm = wait(self.workers.rref_port.call(), self.timeout)
+            vm = wait(self.workers.reply_ports.call(), self.timeout)
             self._rref_ports = [v for _, v in vm.items()]
         return self._rref_ports
 

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Tensor", "borrow_tensor", "drop_borrow", "new_tensor"]
 
-# `active` is True on a thread while it pickles a function for remote use.
+# `active` is True on a thread while it pickles a function for remote use; `sends` is the
+# collector of an endpoint call's distributed tensors while its arguments are pickled
+# (`actor_calls.encode_endpoint_args`).
 _capturing = threading.local()
 
 
@@ -117,9 +119,7 @@ class Tensor(torch.Tensor):
         return repr(self)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
-        # Inside a message to an actor on the mesh: each receiver gets its proc's own value.
-        from monarch._src.tensor.worker import local_value
-
+        # Among the arguments of an endpoint call: each actor gets its own proc's value.
         engine = self._mesh._engine
         if engine.flushing_thread == threading.get_ident() or getattr(
             _capturing, "active", False
@@ -128,8 +128,15 @@ class Tensor(torch.Tensor):
                 "A distributed tensor was captured inside a remote function or command (for "
                 "example in a closure); pass it as an argument of the remote function instead."
             )
-        seq = engine.flush()
-        return (local_value, (engine.id, self._id, seq))
+        sends = getattr(_capturing, "sends", None)
+        if sends is None:
+            raise TypeError(
+                "A distributed monarch tensor can only be sent as an argument of an actor "
+                "endpoint call (call, call_one, choose, stream, broadcast, rref); to send its "
+                "value anywhere else, fetch it first with monarch.fetch_shard(t) or "
+                "monarch.inspect(t)."
+            )
+        return sends.add(self)
 
     # ---- collectives and movement -------------------------------------------------------
     def reduce(self, dims: Any, reduction: str = "sum", scatter: bool = False,

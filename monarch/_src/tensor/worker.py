@@ -6,9 +6,11 @@ fails on a user error: a command that raises poisons its outputs (a `WorkerError
 later command reading a poisoned id poisons its own outputs with the same error. Fetches
 answer with the value or the error.
 
-Other actors on the same proc read worker values through `local_value` (distributed tensors
-passed to endpoints unpickle through it), which waits until the worker has executed the batch
-that was sent before the call.
+Distributed tensors passed to an actor endpoint reach the actor through a hand-over table in
+this process: at the call's place in the stream (an `ActorCall` or `CallActor` command) the
+worker puts its values there under the call's token, the actor's unpickling takes them
+(`shard_value`), and the worker waits for the actor's reply before going on, so the endpoint
+sees every earlier operation and later operations see what it did.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
 from monarch._src.runtime.ports import _Entry
 from monarch._src.tensor.commands import (
+    ActorCall,
     Borrow,
     CallActor,
     CallOp,
@@ -37,7 +40,7 @@ from monarch._src.tensor.commands import (
 from monarch._src.tensor.errors import WorkerError
 from monarch._src.tensor.groups import GroupCache
 
-__all__ = ["TensorWorker", "WorkerState", "local_value"]
+__all__ = ["TensorWorker", "WorkerState", "shard_value"]
 
 # Engine id -> the state of this proc's worker for that engine.
 _states: dict[str, WorkerState] = {}
@@ -53,6 +56,73 @@ _current: WorkerState | None = None
 _ops: dict[str, Any] = {}  # qualified op name -> OpOverload
 _fns: dict[str, Callable[..., Any]] = {}  # dotted path -> function
 _pickled: dict[bytes, Callable[..., Any]] = {}  # pickled function -> function
+
+
+# The hand-over table: (engine id, call token) -> this proc's values of the distributed tensors
+# in an endpoint call's arguments (a list), or the WorkerError of a poisoned one. The worker
+# fills it at the call's place in the stream; the actor's unpickling reads it.
+_handover: dict[tuple[str, int], Any] = {}
+_handover_cond = threading.Condition()
+
+
+def _publish(engine_id: str, token: int, values: Any) -> None:
+    with _handover_cond:
+        _handover[(engine_id, token)] = values
+        _handover_cond.notify_all()
+
+
+def _withdraw(engine_id: str, token: int) -> None:
+    with _handover_cond:
+        _handover.pop((engine_id, token), None)
+
+
+def shard_value(engine_id: str, token: int, index: int) -> Any:
+    """This proc's value of the `index`-th distributed tensor in the arguments of call `token`
+    (what an actor's endpoint receives in place of the distributed tensor).
+
+    Waits until this proc's worker reaches the call in its stream (bounded by the tensor-engine
+    timeout); raises `RemoteException` when the tensor failed to compute.
+    """
+    from monarch._src.config import get as config_get
+    from monarch._src.config.duration import parse_duration_seconds
+
+    key = (engine_id, token)
+    timeout = parse_duration_seconds(str(config_get("tensor_engine_timeout")))
+    with _handover_cond:
+        if not _handover_cond.wait_for(lambda: key in _handover, timeout=timeout):
+            raise TimeoutError(
+                f"The tensor-engine worker on this proc did not reach this call within {timeout} "
+                "s, so the distributed tensors among its arguments have no value here; an "
+                "earlier operation (a collective?) may be stuck."
+            )
+        values = _handover[key]
+    if isinstance(values, WorkerError):
+        from monarch._src.tensor.errors import RemoteException
+
+        raise RemoteException(values.rank, values.text, "")
+    return values[index]
+
+
+class _LateRemoteException:
+    """Pickles as the controller-side `RemoteException` of a worker error: unpickled at the
+    controller, it finds the engine there and adds the controller traceback of command `seq`."""
+
+    def __init__(self, engine_id: str, error: WorkerError) -> None:
+        self.engine_id = engine_id
+        self.error = error
+
+    def __reduce__(self) -> Any:
+        return (_remote_exception, (self.engine_id, self.error))
+
+
+def _remote_exception(engine_id: str, error: WorkerError) -> Any:
+    from monarch._src.tensor.engine import engine_by_id
+    from monarch._src.tensor.errors import RemoteException
+
+    engine = engine_by_id(engine_id)
+    if engine is None:
+        return RemoteException(error.rank, error.text, "")
+    return engine.remote_exception(error)
 
 
 def resolve_op(name: str) -> Any:
@@ -100,18 +170,28 @@ def resolve_function(fn: Any) -> Callable[..., Any]:
 
 
 class RrefPort(_Entry):
-    """Port-table entry collecting actor replies for `rref` calls, consumed in order."""
+    """Port-table entry collecting actor replies (for `rref` calls, or for endpoint calls with
+    distributed tensors among their arguments), consumed in order."""
 
-    closed = False  # never closes: it serves every rref of the engine
+    closed = False  # never closes: it serves every such call of the engine
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._replies: list[Any] = []  # raw (status, payload) replies not yet consumed
+        self._skip = 0  # replies still to come for calls that timed out: dropped on arrival
 
     def deliver(self, payload: Any, rank: int | None, status: int) -> None:
         with self._cond:
+            if self._skip:
+                self._skip -= 1
+                return
             self._replies.append((status, payload))
             self._cond.notify_all()
+
+    def abandon(self) -> None:
+        """The reply awaited last never came in time: drop it when it does come."""
+        with self._cond:
+            self._skip += 1
 
     def fail(self, exc: BaseException) -> None:
         from monarch._src.runtime.envelope import PORT_ERROR, encode
@@ -149,7 +229,8 @@ class WorkerState:
         self.pool: dict[tuple[int, Any], list[Any]] = {}  # (numel, dtype) -> freed buffers
         self.pool_bytes = 0  # bytes held in `pool`, at most _POOL_MAX
         self.rref_entry = RrefPort()  # actor results for CallActor commands, in order
-        self.rref_addr: Any = None  # its port address once opened
+        self.relay_entry = RrefPort()  # actor replies for ActorCall commands, in order
+        self.ports: Any = None  # (rref, relay) port addresses once opened
 
     # ---- reading values -----------------------------------------------------------------
     def get(self, ident: int) -> Any:
@@ -289,6 +370,8 @@ class WorkerState:
                 self.values[cmd.out] = self.get(cmd.src)
         elif kind is CallActor:
             self._call_actor(cmd)
+        elif kind is ActorCall:
+            self._relay_actor_call(cmd)
         else:
             raise TypeError(f"Unknown tensor-engine command {kind.__name__}.")
 
@@ -297,8 +380,63 @@ class WorkerState:
 
         # The controller sent the call straight to the actor (keeping FIFO with its other
         # calls) with this worker's port as the reply address; results arrive in call order.
-        raw = self.rref_entry.next(self.timeout, cmd.method)
+        if cmd.token:
+            self._hand_over(cmd.token, cmd.shards)
+        try:
+            raw = self.rref_entry.next(self.timeout, cmd.method)
+        finally:
+            if cmd.token:
+                _withdraw(self.engine_id, cmd.token)
         self._store(cmd.outputs, decode_reply(raw))
+
+    def _hand_over(self, token: int, shards: tuple[int, ...]) -> WorkerError | None:
+        """Publish this rank's values of `shards` for the actor of call `token` (or the error
+        of the first poisoned one, which the actor's unpickling raises)."""
+        try:
+            values: Any = [self.get(i) for i in shards]
+        except _Poisoned as p:
+            values = p.error
+        _publish(self.engine_id, token, values)
+        return values if isinstance(values, WorkerError) else None
+
+    def _relay_actor_call(self, cmd: ActorCall) -> None:
+        """Hand the tensors over, wait for the actor's reply, forward it to the caller.
+
+        The stream waits while the endpoint runs (so later operations see what it did to its
+        arguments). An endpoint's exception and a poisoned argument both reach the caller as a
+        `RemoteException`; a broadcast's reply is dropped.
+        """
+        from monarch._src.runtime.envelope import PORT, PORT_ERROR, decode, encode
+        from monarch._src.supervision.errors import ActorError
+        from monarch._src.runtime.runtime import get_runtime
+
+        poisoned = self._hand_over(cmd.token, cmd.shards)
+        try:
+            raw: Any = self.relay_entry.next(self.timeout, cmd.method)
+        except TimeoutError as exc:
+            self.relay_entry.abandon()
+            raw = (PORT_ERROR, encode(exc))
+        finally:
+            _withdraw(self.engine_id, cmd.token)
+        if cmd.reply is None:
+            return
+        status, payload = raw
+        error: Any = None
+        if poisoned is not None:
+            error = _LateRemoteException(self.engine_id, poisoned)
+        elif status == PORT_ERROR:
+            try:
+                exc = decode(payload)
+            except Exception as bad:  # noqa: BLE001 - forwarded as the error it is
+                exc = bad
+            if isinstance(exc, (ActorError, TimeoutError)):
+                error = _LateRemoteException(self.engine_id, WorkerError(cmd.seq, self.rank, str(exc)))
+        if error is not None:
+            status, payload = PORT_ERROR, encode(error)
+        rank = cmd.cast_ranks[self.rank]
+        get_runtime().mailbox.post_all(
+            [(cmd.reply[0], (PORT, cmd.reply[1], payload, rank, status))], payload
+        )
 
     def fetch(self, tree: Any) -> tuple[bool, Any]:
         """(True, tree with values copied) or (False, the WorkerError of a poisoned input)."""
@@ -334,31 +472,6 @@ def current_state() -> WorkerState:
     if _current is None:
         raise RuntimeError("No tensor-engine worker is running a command in this process.")
     return _current
-
-
-def local_value(engine_id: str, ident: int, seq: int) -> Any:
-    """The value `ident` of this proc's worker of `engine_id`, once batch `seq` ran there.
-
-    Used when an actor on this proc unpickles a distributed tensor passed to its endpoint.
-    """
-    state = _states.get(engine_id)
-    if state is None:
-        raise RuntimeError(
-            f"A distributed tensor of engine {engine_id} reached a proc without a worker of that "
-            "engine: pass tensors only to actors on the mesh they live on."
-        )
-    with state.cond:
-        if not state.cond.wait_for(lambda: state.executed >= seq, timeout=state.timeout):
-            raise TimeoutError(
-                f"Tensor-engine worker rank {state.rank} did not reach command batch {seq} within "
-                f"{state.timeout} s; an earlier operation (a collective?) may be stuck."
-            )
-    try:
-        return state.get(ident)
-    except _Poisoned as p:
-        from monarch._src.tensor.errors import RemoteException
-
-        raise RemoteException(p.error.rank, p.error.text, "", "") from None
 
 
 def _guard_set_device(local_rank: int) -> None:
@@ -460,14 +573,17 @@ class TensorWorker(Actor):
             return False, WorkerError(-1, state.rank, traceback.format_exc())
 
     @endpoint
-    def rref_port(self) -> Any:
-        """The address of this worker's port for actor results of `rref` calls."""
+    def reply_ports(self) -> Any:
+        """The addresses of this worker's ports for actor replies: (`rref` results, replies
+        of endpoint calls with distributed tensors among their arguments)."""
         state = self.state
-        if state.rref_addr is None:
+        if state.ports is None:
             from monarch._src.runtime.runtime import get_runtime
 
-            state.rref_addr = get_runtime().mailbox.open_port(state.rref_entry)
-        return state.rref_addr
+            mailbox = get_runtime().mailbox
+            state.ports = (mailbox.open_port(state.rref_entry),
+                           mailbox.open_port(state.relay_entry))
+        return state.ports
 
     @endpoint
     def exit(self) -> None:
