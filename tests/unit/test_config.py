@@ -20,7 +20,8 @@ import monarch.config
 from monarch._src import config as internal
 from monarch._src.config import sources
 from monarch._src.config.duration import format_duration, parse_duration
-from monarch._src.config.registry import KEYS
+from monarch._src.config.registry import KEYS, REFUSED
+from monarch._src.config.validate import check_value
 from monarch._src.config.spec import ConfigKey, Kind
 from monarch.config import (
     ChannelTransport,
@@ -74,7 +75,7 @@ def test_facade_all_matches_contract() -> None:
 # -- defaults -------------------------------------------------------------------------------
 
 _PINNED_DEFAULTS: dict[str, object] = {
-    "default_transport": ChannelTransport.Unix,
+    "default_transport": ChannelTransport.TcpWithLocalhost,
     "enable_log_forwarding": False,
     "enable_file_capture": False,
     "tail_log_lines": 0,
@@ -92,13 +93,13 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "cleanup_timeout": "3s",
     "default_encoding": Encoding.Multipart,
     "channel_net_rx_buffer_full_check_interval": "5s",
-    "channel_tcp_congestion": False,
+    "channel_tcp_congestion": "",
     "message_latency_sampling_rate": 0.01,
     "enable_dest_actor_reordering_buffer": True,
     "mesh_bootstrap_enable_pdeathsig": True,
     "mesh_terminate_concurrency": 16,
     "mesh_terminate_timeout": "10s",
-    "small_write_threshold": 256,
+    "small_write_threshold": 64 * 1024,
     "max_cast_dimension_size": 16,
     "remote_alloc_bind_to_inaddr_any": False,
     "remote_alloc_bootstrap_addr": None,
@@ -117,8 +118,8 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "rdma_allow_tcp_fallback": True,
     "rdma_disable_ibverbs": False,
     "rdma_max_chunk_size_mb": 512,
-    "rdma_ibverbs_target": None,
-    "rdma_peer_device_affinity": False,
+    "rdma_ibverbs_target": "",
+    "rdma_peer_device_affinity": "",
     "rdma_runtime_worker_threads": 4,
     "heartbeat_interval": "1s",
     "heartbeat_timeout": "10s",
@@ -262,8 +263,8 @@ def test_configure_slice_with_step_raises_type_error() -> None:
 
 
 def test_configure_int_for_float_key_stores_float() -> None:
-    configure(message_latency_sampling_rate=1)
-    value = internal.get("message_latency_sampling_rate")
+    key = ConfigKey("rate", Kind.FLOAT, 0.5, "A float key.", ("MONARCH_RATE",))
+    value = check_value(key, 1)
     assert value == 1.0 and isinstance(value, float)
 
 
@@ -279,8 +280,18 @@ def test_configure_none_on_nullable_key_is_accepted() -> None:
     assert internal.get("mesh_admin_addr") is None
 
 
+_SAMPLES: dict[str, object] = {
+    "channel_tcp_congestion": "reno",
+    "mesh_admin_addr": "localhost:1729",
+    "rdma_peer_device_affinity": "any",
+    "rdma_ibverbs_target": "nic:mlx5_0",
+}
+
+
 def _sample_value(key: ConfigKey) -> object:
     """A valid value different from the default, for every kind."""
+    if key.name in _SAMPLES:
+        return _SAMPLES[key.name]
     match key.kind:
         case Kind.DURATION:
             return "1m 30s"
@@ -300,7 +311,7 @@ def _sample_value(key: ConfigKey) -> object:
             return slice(26600, 26610)
 
 
-@pytest.mark.parametrize("name", sorted(KEYS))
+@pytest.mark.parametrize("name", sorted(set(KEYS) - REFUSED))
 def test_configure_every_key_round_trips(name: str) -> None:
     value = _sample_value(KEYS[name])
     assert value != KEYS[name].default
@@ -316,13 +327,10 @@ def test_configure_every_key_round_trips(name: str) -> None:
     ("text", "member"),
     [
         ("tcp", ChannelTransport.TcpWithHostname),
+        ("tcp-localhost", ChannelTransport.TcpWithLocalhost),
         ("ipc", ChannelTransport.Unix),
         ("unix", ChannelTransport.Unix),
-        ("metatls", ChannelTransport.MetaTlsWithIpV6),
-        ("metatls-hostname", ChannelTransport.MetaTlsWithHostname),
         ("tls", ChannelTransport.Tls),
-        ("local", ChannelTransport.Local),
-        ("inproc", ChannelTransport.Local),
     ],
 )
 def test_transport_keyword_maps_to_member(text: str, member: ChannelTransport) -> None:
@@ -343,7 +351,7 @@ def test_transport_explicit_address_kept_as_string(address: str) -> None:
     ["bogus", "", "http://host:1", "tcp://host", "tcp://:80", "tcp://host:99999", "tcp://::1:80"],
 )
 def test_transport_invalid_string_raises_value_error_listing_forms(bad: str) -> None:
-    with pytest.raises(ValueError, match="'metatls-hostname'") as info:
+    with pytest.raises(ValueError, match="'tcp-localhost', 'ipc', 'unix'") as info:
         internal.parse_transport(bad)
     assert repr(bad) in str(info.value)
     with pytest.raises(ValueError, match="default_transport"):
@@ -363,7 +371,7 @@ def test_configured_block_sees_overrides_and_exit_restores() -> None:
     with configured(tail_log_lines=5, cleanup_timeout="60s") as merged:
         assert merged["tail_log_lines"] == 5 and merged["cleanup_timeout"] == "1m"
         assert internal.get("tail_log_lines") == 5
-        configure(force_file_log=True)
+        configure(enable_file_capture=True)
     assert get_runtime_config() == {"tail_log_lines": 3}
 
 
@@ -384,7 +392,7 @@ def test_configured_nested_blocks_restore_in_order() -> None:
 
 def test_configured_no_overrides_yields_current_config() -> None:
     with configured() as merged:
-        assert merged["default_transport"] is ChannelTransport.Unix
+        assert merged["default_transport"] is ChannelTransport.TcpWithLocalhost
 
 
 # -- copies and snapshots -------------------------------------------------------------------
@@ -433,8 +441,9 @@ def test_snapshot_pickled_and_applied_replaces_runtime_layer() -> None:
         ("HYPERACTOR_CLEANUP_TIMEOUT", "120s", "cleanup_timeout", "2m"),
         ("HYPERACTOR_MESH_ORPHAN_TIMEOUT", "5s", "mesh_orphan_timeout", "5s"),
         ("MONARCH_ENABLE_FILE_CAPTURE", "ON", "enable_file_capture", True),
-        ("MONARCH_MESSAGE_LATENCY_SAMPLING_RATE", "0.25", "message_latency_sampling_rate", 0.25),
-        ("MONARCH_DEFAULT_ENCODING", "json", "default_encoding", Encoding.Json),
+        ("HYPERACTOR_MESH_SMALL_WRITE_THRESHOLD", "1024", "small_write_threshold", 1024),
+        ("HYPERACTOR_CHANNEL_TCP_CONGESTION", "reno", "channel_tcp_congestion", "reno"),
+        ("MONARCH_DEFAULT_ENCODING", "multipart", "default_encoding", Encoding.Multipart),
         ("MONARCH_REMOTE_ALLOC_ALLOWED_PORT_RANGE", "26600..26610",
          "remote_alloc_allowed_port_range", slice(26600, 26610)),
         ("MONARCH_REMOTE_ALLOC_ALLOWED_PORT_RANGE", "100:", "remote_alloc_allowed_port_range",
@@ -460,14 +469,15 @@ def test_env_names_every_key_has_monarch_form() -> None:
 def test_env_monarch_form_every_key_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = {Kind.ENCODING: "bincode", Kind.SLICE: "1..2", Kind.BOOL: "yes",
              Kind.TRANSPORT: "tcp"}
-    for key in KEYS.values():
+    settable = {name: key for name, key in KEYS.items() if name not in REFUSED}
+    for key in settable.values():
         raw = _sample_value(key)
         monkeypatch.setenv(f"MONARCH_{key.name.upper()}", texts.get(key.kind, str(raw)))
     internal.reload()
     merged = get_global_config()
     assert merged["tail_log_lines"] == 7 and merged["cleanup_timeout"] == "1m 30s"
-    assert merged["default_encoding"] is Encoding.Bincode
-    assert all(merged[name] != key.default or key.kind is Kind.BOOL for name, key in KEYS.items())
+    assert all(merged[name] != key.default or key.kind is Kind.BOOL
+               for name, key in settable.items())
 
 
 def test_env_hyperactor_form_wins_over_monarch_form(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -520,17 +530,17 @@ def test_file_values_override_defaults(monkeypatch: pytest.MonkeyPatch, tmp_path
         monkeypatch,
         tmp_path,
         'default_transport = "tcp"\ncleanup_timeout = "90s"\ntail_log_lines = 12\n'
-        'default_encoding = "Json"\nremote_alloc_allowed_port_range = [26600, 26610]\n'
-        "message_latency_sampling_rate = 1\n",
+        'default_encoding = "Multipart"\nremote_alloc_allowed_port_range = [26600, 26610]\n'
+        'channel_tcp_congestion = "reno"\n',
     )
     internal.reload()
     merged = get_global_config()
     assert merged["default_transport"] is ChannelTransport.TcpWithHostname
     assert merged["cleanup_timeout"] == "1m 30s"
     assert merged["tail_log_lines"] == 12
-    assert merged["default_encoding"] is Encoding.Json
+    assert merged["default_encoding"] is Encoding.Multipart
     assert merged["remote_alloc_allowed_port_range"] == slice(26600, 26610)
-    assert merged["message_latency_sampling_rate"] == 1.0
+    assert merged["channel_tcp_congestion"] == "reno"
     assert get_runtime_config() == {}
 
 
@@ -655,19 +665,19 @@ def test_threads_concurrent_writes_readers_never_see_torn_update() -> None:
     rounds = 200
     start = threading.Barrier(4)
     errors: list[Exception] = []
-    configure(tail_log_lines=-1, read_log_buffer=-1)
+    configure(tail_log_lines=-1, small_write_threshold=-1)
 
     def writer(offset: int) -> None:
         start.wait()
         for i in range(rounds):
             value = offset + i
-            configure(tail_log_lines=value, read_log_buffer=value)
+            configure(tail_log_lines=value, small_write_threshold=value)
 
     def reader() -> None:
         start.wait()
         for _ in range(rounds):
             merged = get_global_config()
-            if merged["tail_log_lines"] != merged["read_log_buffer"]:
+            if merged["tail_log_lines"] != merged["small_write_threshold"]:
                 raise AssertionError(f"Torn read: {merged['tail_log_lines']}.")
             internal.get("tail_log_lines")
 
@@ -689,5 +699,150 @@ def test_threads_concurrent_writes_readers_never_see_torn_update() -> None:
         thread.join()
     assert errors == []
     final = get_global_config()
-    assert final["tail_log_lines"] == final["read_log_buffer"]
+    assert final["tail_log_lines"] == final["small_write_threshold"]
     assert final["tail_log_lines"] in (rounds - 1, 10_000 + rounds - 1)
+
+
+# -- keys with no meaning here are refused, never silently ignored --------------------------
+
+
+def _refused_sample(key: ConfigKey) -> object:
+    """A value of the right kind that differs from the default of refused key `key`."""
+    match key.kind:
+        case Kind.DURATION:
+            return "1m 30s"
+        case Kind.INT:
+            return key.default + 1  # type: ignore[operator]
+        case Kind.BOOL:
+            return not key.default
+        case Kind.FLOAT:
+            return 0.5
+        case Kind.ENCODING:
+            return Encoding.Json
+        case _:
+            return "tcp://10.0.0.1:26600"
+
+
+def _env_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Encoding):
+        return value.name.lower()
+    return str(value)
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_key_other_value_raises_naming_key_and_what_to_do(name: str) -> None:
+    key = KEYS[name]
+    with pytest.raises(ValueError) as info:
+        configure(**{name: _refused_sample(key)})
+    message = str(info.value)
+    assert f"Config key {name!r} cannot be set to" in message
+    assert f"Leave it at its default ({key.default!r})." in message
+    assert get_runtime_config() == {}
+    configure(**{name: key.default})  # the default itself is accepted and reads back
+    assert get_global_config()[name] == key.default
+    with configured(**{name: key.default}) as merged:
+        assert merged[name] == key.default
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_refused_key_from_environment_raises_naming_variable(
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    key = KEYS[name]
+    var = key.env_names[0]
+    monkeypatch.setenv(var, _env_text(_refused_sample(key)))
+    with pytest.raises(ValueError, match=f"Environment variable {var}=.*cannot be set to"):
+        internal.reload()
+    monkeypatch.setenv(var, _env_text(key.default) if key.default is not None else "")
+    internal.reload()
+    assert get_global_config()[name] == key.default
+
+
+def test_refused_key_in_config_file_raises_naming_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    path = _write_config(monkeypatch, tmp_path, "message_ttl_default = 3\n")
+    with pytest.raises(ValueError, match="'message_ttl_default' cannot be set to 3") as info:
+        internal.reload()
+    assert str(path) in str(info.value)
+
+
+def test_refused_keys_still_listed_with_their_defaults() -> None:
+    merged = get_global_config()
+    assert {name: merged[name] for name in REFUSED} == {
+        name: KEYS[name].default for name in REFUSED}
+    assert len(REFUSED) == 18
+
+
+def test_every_settable_key_is_read_by_the_runtime() -> None:
+    """A key that is not refused must be read somewhere outside the config package: nothing
+    is accepted and then ignored."""
+    root = Path(monarch.__file__).parent
+    code = "\n".join(
+        path.read_text() for path in root.rglob("*.py") if "_src/config" not in str(path)
+    )
+    unread = [name for name in KEYS if name not in REFUSED and f'"{name}"' not in code]
+    assert unread == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["metatls", "metatls-hostname", "local", "inproc", "MetaTLS",
+     ChannelTransport.MetaTlsWithIpV6, ChannelTransport.MetaTlsWithHostname,
+     ChannelTransport.Local],
+)
+def test_transport_that_cannot_work_here_is_refused_with_alternatives(value: object) -> None:
+    with pytest.raises(ValueError, match="not available in this implementation") as info:
+        internal.parse_transport(value)  # type: ignore[arg-type]
+    assert "Use 'tls'" in str(info.value) and "'unix'" in str(info.value)
+    with pytest.raises(ValueError, match="default_transport"):
+        configure(default_transport=value)
+    from monarch.actor import enable_transport
+
+    with pytest.raises(ValueError, match="not available in this implementation"):
+        enable_transport(value)  # type: ignore[arg-type]
+    assert get_runtime_config() == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "fragment"),
+    [
+        ("rdma_ibverbs_target", "gpu:0", "Name the device instead, as 'nic:<name>'"),
+        ("rdma_ibverbs_target", "cpu:1", "not chosen by NUMA node or GPU"),
+        ("rdma_peer_device_affinity", "match_name", "only '' or 'any' is accepted"),
+        ("rdma_peer_device_affinity", "groups:mlx5_0|mlx5_1", "rdma_ibverbs_target="),
+        ("channel_tcp_congestion", "cubic; reboot", "name of a TCP congestion control"),
+        ("mesh_admin_addr", "no-port", "expects 'host:port'"),
+        ("remote_alloc_allowed_port_range", slice(26610, 26600), "0 < start < stop"),
+        ("remote_alloc_allowed_port_range", slice(None, 10), "0 < start < stop"),
+    ],
+)
+def test_key_value_without_meaning_here_raises_saying_what_works(
+    name: str, value: object, fragment: str
+) -> None:
+    with pytest.raises(ValueError, match=repr(name)) as info:
+        configure(**{name: value})
+    assert fragment in str(info.value)
+
+
+def test_rdma_ibverbs_target_names_the_device() -> None:
+    from monarch._src.rdma.ibverbs import device_target
+
+    assert device_target("nic:mlx5_1") == "mlx5_1"
+    assert device_target("mlx5_2") == "mlx5_2"
+    assert device_target("") is None
+    configure(rdma_ibverbs_target="nic:mlx5_3", rdma_peer_device_affinity="any")
+    assert internal.get("rdma_ibverbs_target") == "nic:mlx5_3"
+
+
+def test_mesh_admin_addr_is_the_control_server_address(monkeypatch: pytest.MonkeyPatch) -> None:
+    from monarch._src.admin.server import server_address_from_env
+
+    monkeypatch.setenv("MONARCH_DEBUG_SERVER_PORT", "27999")
+    assert server_address_from_env() == ("localhost", 27999)
+    configure(mesh_admin_addr="[::]:1729")
+    assert server_address_from_env() == ("::", 1729)
+    configure(mesh_admin_addr="127.0.0.1:28001")
+    assert server_address_from_env() == ("127.0.0.1", 28001)

@@ -1,8 +1,9 @@
 """The root client's control server: what `monarch debug`, `monarch stacks` and `monarch top`
 talk to from another terminal.
 
-A threaded TCP server on `MONARCH_DEBUG_SERVER_HOST` (default `localhost`) and
-`MONARCH_DEBUG_SERVER_PORT` (default 27000; when that port is taken, any free one). Its address
+A threaded TCP server on the `mesh_admin_addr` config key ('host:port'), else on
+`MONARCH_DEBUG_SERVER_HOST` (default `localhost`) and `MONARCH_DEBUG_SERVER_PORT` (default 27000;
+when that port is taken, any free one). Its address
 is published in `.monarch/controller-<pid>.json` under the client's working directory (removed
 at exit), which is how the CLI finds a client without flags. The protocol is JSON lines, one
 request per connection:
@@ -25,6 +26,7 @@ import atexit
 import json
 import logging
 import os
+import socket
 import socketserver
 import threading
 from typing import Any
@@ -38,7 +40,13 @@ _READ_TIMEOUT = 600.0  # a connected client idle this long is dropped
 
 
 def server_address_from_env() -> tuple[str, int]:
-    """(host, port) from `MONARCH_DEBUG_SERVER_HOST`/`MONARCH_DEBUG_SERVER_PORT` or defaults."""
+    """(host, port) from the `mesh_admin_addr` config key ('host:port', '[v6]:port'), else
+    `MONARCH_DEBUG_SERVER_HOST`/`MONARCH_DEBUG_SERVER_PORT`, else the defaults."""
+    from monarch._src.config import get as config_get
+
+    configured = config_get("mesh_admin_addr")
+    if configured:
+        return parse_admin_addr(str(configured))
     host = os.environ.get("MONARCH_DEBUG_SERVER_HOST", "localhost")
     raw = os.environ.get("MONARCH_DEBUG_SERVER_PORT", str(DEFAULT_PORT))
     try:
@@ -46,6 +54,18 @@ def server_address_from_env() -> tuple[str, int]:
     except ValueError:
         raise ValueError(f"MONARCH_DEBUG_SERVER_PORT must be a port number, got {raw!r}.") from None
     return host, port
+
+
+def parse_admin_addr(text: str) -> tuple[str, int]:
+    """'host:port' or '[ipv6]:port' -> (host, port); ValueError naming mesh_admin_addr."""
+    host, sep, port = text.strip().rpartition(":")
+    host = host.strip("[]") if host.startswith("[") else host
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(
+            f"mesh_admin_addr must be 'host:port' (e.g. 'localhost:27000' or '[::]:1729'), "
+            f"got {text!r}."
+        )
+    return host, int(port)
 
 
 class _Handler(socketserver.StreamRequestHandler):
@@ -134,6 +154,14 @@ class _TCPServer(socketserver.ThreadingTCPServer):
     controller: Any
 
 
+class _TCPServer6(_TCPServer):
+    address_family = socket.AF_INET6
+
+
+def _server_class(host: str) -> type[_TCPServer]:
+    return _TCPServer6 if ":" in host else _TCPServer
+
+
 class ControlServer:
     """The running server: its address and the file that publishes it."""
 
@@ -153,14 +181,15 @@ class ControlServer:
         env_host, env_port = server_address_from_env()
         host = host or env_host
         port = env_port if port is None else port
+        server_class = _server_class(host)
         try:
-            server = _TCPServer((host, port), _Handler)
+            server = server_class((host, port), _Handler)
         except OSError as exc:
             if port == 0:
                 raise
             logger.warning("monarch: debug server port %s:%s is taken (%s); using a free port",
                            host, port, exc)
-            server = _TCPServer((host, 0), _Handler)
+            server = server_class((host, 0), _Handler)
         server.controller = controller
         path = _publish(host, server.server_address[1])
         cs = cls(server, host, path)

@@ -1,19 +1,24 @@
 """Every config key this implementation knows, with its kind, default and meaning.
 
 The table is the single source of truth: the default layer, the environment layer (via each key's
-environment names), validation and `get_global_config()`'s key set are all derived from it. Keys
-marked "accepted and round-tripped" exist for compatibility with Meta's Monarch and do not (yet)
-change behaviour here.
+environment names), validation and `get_global_config()`'s key set are all derived from it.
+
+No key is accepted and ignored. Each one either changes what the runtime does (its doc says
+how) or is *refused*: its default reads back as usual (code written for Meta's Monarch reads
+these keys), but setting any other value, through `configure`, an environment variable or the
+config file, raises ValueError naming the key and what to use instead (`refused` below).
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 from monarch._src.config.duration import normalize_duration
 from monarch._src.config.encoding import Encoding
 from monarch._src.config.spec import ConfigKey, Kind, Namespace, env_names_for
 from monarch._src.config.transport import ChannelTransport
 
-__all__ = ["KEYS", "lookup", "unknown_key_error"]
+__all__ = ["KEYS", "REFUSED", "lookup", "refused", "unknown_key_error"]
 
 _H = Namespace.HYPERACTOR
 _MESH = Namespace.MESH
@@ -30,10 +35,96 @@ def _key(
     namespace: Namespace,
     *,
     nullable: bool = False,
+    check: Callable[[object], object] | None = None,
 ) -> ConfigKey:
     if kind is Kind.DURATION and isinstance(default, str):
         default = normalize_duration(default)
-    return ConfigKey(name, kind, default, doc, env_names_for(name, namespace), nullable)
+    return ConfigKey(name, kind, default, doc, env_names_for(name, namespace), nullable, check)
+
+
+def refused(name: str, default: object, why: str) -> Callable[[object], object]:
+    """A check that lets only `default` through: any other value of key `name` is refused with
+    `why` (which says what to use instead)."""
+    if isinstance(default, str) and default and default[0].isdigit():
+        default = normalize_duration(default)
+
+    def check(value: object) -> object:
+        if value == default and type(value) is type(default):
+            return value
+        raise ValueError(
+            f"Config key {name!r} cannot be set to {value!r} in this implementation: {why} "
+            f"Leave it at its default ({default!r})."
+        )
+
+    check.refuses_all_but_default = True  # type: ignore[attr-defined]
+    return check
+
+
+def _refused_key(
+    name: str, kind: Kind, default: object, doc: str, namespace: Namespace, why: str
+) -> ConfigKey:
+    return _key(name, kind, default, f"{doc} Refused: only the default is accepted. {why}",
+                namespace, nullable=default is None, check=refused(name, default, why))
+
+
+def _congestion(value: object) -> object:
+    text = str(value).strip()
+    if text and not all(c.isalnum() or c in "_-" for c in text):
+        raise ValueError(
+            f"Config key 'channel_tcp_congestion' expects the name of a TCP congestion control "
+            f"algorithm such as 'cubic', 'reno' or 'bbr' (or '' for the host default), got "
+            f"{value!r}."
+        )
+    return text
+
+
+def _ibverbs_target(value: object) -> object:
+    text = str(value).strip()
+    if text.startswith(("cpu:", "gpu:")):
+        raise ValueError(
+            f"Config key 'rdma_ibverbs_target' cannot be {value!r} here: devices are not chosen "
+            f"by NUMA node or GPU. Name the device instead, as 'nic:<name>' (e.g. 'nic:mlx5_0'), "
+            f"or leave it '' to use the first device."
+        )
+    return text
+
+
+def _peer_affinity(value: object) -> object:
+    text = str(value).strip()
+    if text in ("", "any"):
+        return text
+    raise ValueError(
+        f"Config key 'rdma_peer_device_affinity' cannot be set to {value!r} in this "
+        f"implementation: each process uses one verbs device (rdma_ibverbs_target) and pairs it "
+        f"with the peer's, so only '' or 'any' is accepted; choose the local device with "
+        f"rdma_ibverbs_target='nic:<name>'. Leave it at its default ('')."
+    )
+
+
+def _admin_addr(value: object) -> object:
+    text = str(value).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(
+            f"Config key 'mesh_admin_addr' expects 'host:port' (e.g. 'localhost:27000' or "
+            f"'[::]:1729'), got {value!r}."
+        )
+    return text
+
+
+# '' and 'any' mean the same here, so this key, like the refused ones, changes nothing.
+_peer_affinity.refuses_all_but_default = True  # type: ignore[attr-defined]
+
+
+def _port_range(value: object) -> object:
+    assert isinstance(value, slice)
+    start, stop = value.start, 65536 if value.stop is None else value.stop
+    if start is None or not 0 < start < stop <= 65536:
+        raise ValueError(
+            f"Config key 'remote_alloc_allowed_port_range' expects slice(start, stop) with "
+            f"0 < start < stop <= 65536 (stop may be omitted), got {value!r}."
+        )
+    return value
 
 
 _D = Kind.DURATION
@@ -42,93 +133,157 @@ _B = Kind.BOOL
 _F = Kind.FLOAT
 _S = Kind.STR
 
+_ACKS = ("Delivery is acknowledged by the stream itself (a TCP or unix-domain socket); there is "
+         "no message-level acknowledgement to tune. To bound delivery, set "
+         "message_delivery_timeout.")
+_BATCHING = ("Sends are batched per peer automatically: everything queued during one turn of the "
+             "event loop leaves in one write, with no size or age threshold.")
+_STATE = ("There is no state query with a timeout here: wait on `initialized` of an actor or proc "
+          "mesh, and handle failures with __supervise__ / unhandled_fault_hook.")
+
 _TABLE: tuple[ConfigKey, ...] = (
     # Transport and messaging.
-    _key("default_transport", Kind.TRANSPORT, ChannelTransport.Unix,
-         "Transport for new procs: a ChannelTransport or an explicit 'tcp://host:port'.", _H),
+    _key("default_transport", Kind.TRANSPORT, ChannelTransport.TcpWithLocalhost,
+         "Transport of this process's listener and of the procs it spawns on its host: "
+         "TcpWithLocalhost (the default) loopback TCP; Unix unix-domain sockets (same host "
+         "only); TcpWithHostname TCP on this machine's routable address (needed when remote "
+         "hosts attach); Tls TCP with mutual TLS; or an explicit 'tcp://host:port' / "
+         "'tls://host:port'. (Meta's Monarch defaults to Unix.)", _H),
     _key("codec_max_frame_length", _I, 10 * _GIB,
-         "Largest message frame in bytes; a bigger message fails delivery.", _H),
+         "Largest message batch in bytes: a bigger message is refused at the sender with an "
+         "error naming this key, and a peer announcing one is disconnected.", _H),
     _key("message_delivery_timeout", _D, "30s",
          "How long an undelivered message may wait before it is reported undeliverable.", _H),
-    _key("message_ack_time_interval", _D, "500ms",
-         "Acknowledge received messages at least this often.", _H),
-    _key("message_ack_every_n_messages", _I, 1000,
-         "Acknowledge received messages at least every this many messages.", _H),
-    _key("message_ttl_default", _I, 64, "Hop budget of a forwarded message.", _H),
-    _key("split_max_buffer_size", _I, 5, "Frames buffered before a split send is flushed.", _H),
-    _key("split_max_buffer_age", _D, "50ms", "Oldest buffered frame before a flush.", _H),
-    _key("default_encoding", Kind.ENCODING, Encoding.Multipart,
-         "Payload encoding (accepted and round-tripped; payloads are pickled).", _H),
-    _key("channel_net_rx_buffer_full_check_interval", _D, "5s",
-         "How often a full receive buffer is re-checked.", _H),
-    _key("channel_tcp_congestion", _B, False,
-         "Leave Nagle's algorithm on for TCP channels (accepted and round-tripped).", _H),
-    _key("message_latency_sampling_rate", _F, 0.01,
-         "Fraction of messages whose latency is recorded.", _H),
-    _key("enable_dest_actor_reordering_buffer", _B, True,
-         "Reorder messages per sender at the destination actor.", _H),
-    _key("small_write_threshold", _I, 256,
-         "Payloads up to this many bytes are copied into the frame instead of sent by reference.",
-         _MESH),
-    _key("max_cast_dimension_size", _I, 16,
-         "Fan-out of the cast tree per dimension.", _MESH),
+    _refused_key("message_ack_time_interval", _D, "500ms",
+                 "Acknowledge received messages at least this often.", _H, _ACKS),
+    _refused_key("message_ack_every_n_messages", _I, 1000,
+                 "Acknowledge received messages at least every this many messages.", _H, _ACKS),
+    _refused_key("message_ttl_default", _I, 64, "Hop budget of a forwarded message.", _H,
+                 "Messages go straight from the sending proc to the receiving proc and are never "
+                 "forwarded, so there is no hop budget."),
+    _refused_key("split_max_buffer_size", _I, 5,
+                 "Frames buffered before a split send is flushed.", _H, _BATCHING),
+    _refused_key("split_max_buffer_age", _D, "50ms", "Oldest buffered frame before a flush.", _H,
+                 _BATCHING),
+    _refused_key("default_encoding", Kind.ENCODING, Encoding.Multipart, "Payload encoding.", _H,
+                 "Payloads are always pickled (protocol 5, large buffers out of band); "
+                 "Encoding.Multipart, the default, is the only encoding."),
+    _refused_key("channel_net_rx_buffer_full_check_interval", _D, "5s",
+                 "How often a full receive buffer is re-checked.", _H,
+                 "Received batches are read as they arrive; there is no receive buffer to poll."),
+    _key("channel_tcp_congestion", _S, "",
+         "TCP congestion control algorithm ('cubic', 'reno', 'bbr', ...) set on every TCP "
+         "connection between procs; '' keeps the host default. Best effort: an algorithm the "
+         "kernel refuses is logged once and the connection keeps the default.", _H,
+         check=_congestion),
+    _refused_key("message_latency_sampling_rate", _F, 0.01,
+                 "Fraction of messages whose latency is recorded.", _H,
+                 "No per-message latency is sampled here; `monarch top` shows message rates per "
+                 "actor."),
+    _refused_key("enable_dest_actor_reordering_buffer", _B, True,
+                 "Reorder messages per sender at the destination actor.", _H,
+                 "Messages from one sender always arrive in send order (one ordered stream per "
+                 "pair of procs), so there is nothing to reorder and it cannot be turned off."),
+    _key("small_write_threshold", _I, 64 * 1024,
+         "Buffers of arrays, tensors and memoryviews smaller than this many bytes are copied "
+         "into the message; larger ones are sent by reference, without a copy (bytes and "
+         "bytearray objects go by reference from 64 KiB whatever this says). Meta's Monarch "
+         "defaults to 256; 64 KiB is what measured fastest here.", _MESH),
+    _refused_key("max_cast_dimension_size", _I, 16, "Fan-out of the cast tree per dimension.",
+                 _MESH,
+                 "Casts go from the caller straight to every proc of the mesh, not through a "
+                 "tree, so there is no fan-out to limit."),
     # Lifecycle timeouts.
     _key("host_spawn_ready_timeout", _D, "30s",
-         "How long a new host may take to report ready.", _H),
+         "How long a remote host may take to become ready: a worker's address (a future from "
+         "a job) to resolve, a Dask cluster to have a worker, a local worker process to start "
+         "listening.", _H),
     _key("process_exit_timeout", _D, "10s",
-         "How long a stopping proc may take to exit before it is killed.", _H),
-    _key("stop_actor_timeout", _D, "10s", "How long a graceful actor stop may take.", _H),
+         "How long procs may take to answer a stop (or a log flush) before it is given up on.",
+         _H),
+    _key("stop_actor_timeout", _D, "10s",
+         "How long a stopping proc waits for its actors to stop (their __cleanup__ included) "
+         "before it exits anyway.", _H),
     _key("cleanup_timeout", _D, "3s",
          "How long an actor's __cleanup__ may run before it is cancelled.", _H),
     _key("mesh_proc_spawn_max_idle", _D, "30s",
-         "How long proc spawning may go without progress before it fails.", _MESH),
+         "Procs of a new proc mesh that have not reported ready after this long with no other "
+         "proc of the mesh becoming ready fail (and are killed).", _MESH),
     _key("mesh_bootstrap_enable_pdeathsig", _B, True,
-         "Child procs get SIGKILL when their parent host agent dies.", _MESH),
-    _key("mesh_terminate_concurrency", _I, 16, "Procs terminated in parallel on shutdown.", _MESH),
+         "Procs get SIGKILL when their fork server dies (PR_SET_PDEATHSIG); False leaves them "
+         "running, to be stopped by mesh_orphan_timeout.", _MESH),
+    _key("mesh_terminate_concurrency", _I, 16,
+         "Procs of one proc mesh stopped at the same time by ProcMesh.stop / shutdown.", _MESH),
     _key("mesh_terminate_timeout", _D, "10s",
-         "How long terminating one proc may take before it is killed.", _MESH),
+         "How long a proc that was asked to stop may take to exit before it is killed.", _MESH),
     _key("actor_spawn_max_idle", _D, "30s",
-         "How long actor spawning may go without progress before it fails.", _MESH),
-    _key("get_actor_state_max_idle", _D, "30s", "Timeout of an actor state query.", _MESH),
+         "ActorMesh.initialized fails if its actors have not all finished __init__ within this "
+         "long.", _MESH),
+    _refused_key("get_actor_state_max_idle", _D, "30s", "Timeout of an actor state query.",
+                 _MESH, _STATE),
     _key("proc_stop_max_idle", _D, "30s",
-         "How long stopping a proc mesh may go without progress before it fails.", _MESH),
-    _key("get_proc_state_max_idle", _D, "1m", "Timeout of a proc state query.", _MESH),
-    _key("supervision_watchdog_timeout", _D, "2m",
-         "A reference holder reports its mesh's owner unreachable after this long.", _MESH),
+         "How long ProcMesh.stop waits for its procs to answer (actors stopped) before moving on "
+         "to mesh_terminate_timeout and SIGKILL.", _MESH),
+    _refused_key("get_proc_state_max_idle", _D, "1m", "Timeout of a proc state query.", _MESH,
+                 _STATE),
+    _refused_key("supervision_watchdog_timeout", _D, "2m",
+                 "A reference holder reports its mesh's owner unreachable after this long.",
+                 _MESH,
+                 "Liveness is checked by heartbeats here: set heartbeat_timeout (procs on this "
+                 "host) or host_heartbeat_timeout (remote hosts)."),
     _key("mesh_orphan_timeout", _D, "30s",
          "A proc whose controller has been unreachable this long stops itself.", _MESH),
     _key("mesh_attach_config_timeout", _D, "1m",
          "How long attaching to remote workers may take to exchange config.", _MESH),
     _key("mesh_admin_addr", _S, None,
-         "Listen address of the mesh admin endpoint; None means no admin endpoint.", _MESH,
-         nullable=True),
+         "Listen address 'host:port' of the client's control server (`monarch debug`, "
+         "`stacks`, `top`); None: MONARCH_DEBUG_SERVER_HOST/PORT or localhost:27000.", _MESH,
+         nullable=True, check=_admin_addr),
     # Logging.
     _key("enable_log_forwarding", _B, False,
          "Forward child procs' stdout/stderr to the client; True by default under IPython.",
          _MESH),
-    _key("enable_file_capture", _B, False, "Also write child procs' output to files.", _MESH),
-    _key("tail_log_lines", _I, 0, "Lines of a failed proc's output kept for its report.", _MESH),
-    _key("read_log_buffer", _I, 100, "Lines buffered per stream by the log forwarder.", _MESH),
-    _key("force_file_log", _B, False, "Write runtime logs to files even on a terminal.", _MESH),
-    _key("prefix_with_rank", _B, True, "Prefix forwarded output lines with the proc rank.", _MESH),
+    _key("enable_file_capture", _B, False,
+         "Also append each proc's stdout and stderr to files <tmp>/monarch-<user>/<proc>.stdout "
+         "and .stderr (MONARCH_LOG_DIR overrides the folder).", _MESH),
+    _key("tail_log_lines", _I, 0,
+         "Keep the last this many lines each proc on this host wrote; a proc that fails has "
+         "them appended to its failure report. 0 keeps none.", _MESH),
+    _refused_key("read_log_buffer", _I, 100, "Lines buffered per stream by the log forwarder.",
+                 _MESH,
+                 "Forwarded output is sent as it is read, in chunks, with no line buffer; "
+                 "logging_option(aggregate_window_sec=...) collapses repeated lines."),
+    _refused_key("force_file_log", _B, False,
+                 "Write runtime logs to files even on a terminal.", _MESH,
+                 "To keep procs' output in files, set enable_file_capture=True."),
+    _key("prefix_with_rank", _B, True,
+         "Prefix each forwarded output line with '[<rank>] ', the proc's rank in its mesh.",
+         _MESH),
     _key("prefix_python_logs_with_actor", _B, True,
          "Prefix Python logging records emitted in actors with '[actor=<name>] '.", _M),
     # Remote allocation.
-    _key("remote_alloc_bind_to_inaddr_any", _B, False,
-         "Remote allocators listen on all interfaces instead of the hostname.", _H),
-    _key("remote_alloc_bootstrap_addr", _S, None,
-         "Address remote allocators bootstrap through; None means derive it.", _H, nullable=True),
+    _refused_key("remote_alloc_bind_to_inaddr_any", _B, False,
+                 "Remote allocators listen on all interfaces instead of the hostname.", _H,
+                 "Remote hosts' procs listen where host_listen_address says (default: the "
+                 "address their client dialed)."),
+    _refused_key("remote_alloc_bootstrap_addr", _S, None,
+                 "Address remote allocators bootstrap through.", _H,
+                 "Remote hosts are reached at the address given to attach_to_workers or "
+                 "hosts_from_dask; their procs listen where host_listen_address says."),
     _key("remote_alloc_allowed_port_range", Kind.SLICE, None,
-         "Ports remote allocators may listen on, as slice(start, stop); None means any.", _H,
-         nullable=True),
+         "Ports a remote host's procs may listen on, as slice(start, stop); None means any. "
+         "Set it on the worker (its environment or config file).", _H, nullable=True,
+         check=_port_range),
     # RDMA.
     _key("rdma_allow_tcp_fallback", _B, True, "Move RDMA buffers over TCP without ibverbs.", _M),
     _key("rdma_disable_ibverbs", _B, False, "Never use ibverbs, even when present.", _M),
     _key("rdma_max_chunk_size_mb", _I, 512, "Largest chunk of one RDMA transfer, in MiB.", _M),
-    _key("rdma_ibverbs_target", _S, None,
-         "ibverbs device to use; None means pick automatically.", _M, nullable=True),
-    _key("rdma_peer_device_affinity", _B, False,
-         "Prefer the RDMA device closest to the peer's GPU.", _M),
+    _key("rdma_ibverbs_target", _S, "",
+         "ibverbs device to use, as 'nic:<name>' (or the bare name); '' picks the first one. "
+         "Choosing by 'cpu:<numa>' or 'gpu:<ordinal>' is refused.", _M, check=_ibverbs_target),
+    _key("rdma_peer_device_affinity", _S, "",
+         "Which peer devices a local device pairs with: '' or 'any' (the only choices here: "
+         "each process uses one device).", _M, check=_peer_affinity),
     _key("rdma_runtime_worker_threads", _I, 4, "Threads serving RDMA transfers.", _M),
     # Monarch-specific runtime keys.
     _key("heartbeat_interval", _D, "1s", "How often a proc tells its controller it is alive.", _M),
@@ -152,6 +307,11 @@ _TABLE: tuple[ConfigKey, ...] = (
 )
 
 KEYS: dict[str, ConfigKey] = {key.name: key for key in _TABLE}
+
+# Keys that only accept their default (see `refused`).
+REFUSED: frozenset[str] = frozenset(
+    key.name for key in _TABLE if getattr(key.check, "refuses_all_but_default", False)
+)
 
 
 def unknown_key_error(name: str) -> ValueError:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 __all__ = ["ConfigKey", "Kind", "Namespace", "env_names_for"]
 
@@ -59,3 +59,7 @@ class ConfigKey(NamedTuple):
     env_names: tuple[str, ...]
     # True when None is a legal value (it then means "not set / let the runtime decide").
     nullable: bool = False
+    # Extra rule run on a value already of the right kind (and not None): returns the value to
+    # store or raises ValueError naming the key. Keys with no meaning here refuse every value but
+    # the default this way (see `registry.refused`).
+    check: Callable[[object], object] | None = None

@@ -4,6 +4,13 @@
 `ChannelTransport` member or a string. Keyword strings ("tcp", "ipc", ...) map to members; an
 explicit listen address ("tcp://host:port", "tls://host:port") is kept as a string because it
 carries information (the address) that no member can hold.
+
+What each member does here: `Unix` ("unix", "ipc"): unix-domain sockets between the client and
+the procs on its host; `TcpWithLocalhost` (the default, "tcp-localhost"): loopback TCP;
+`TcpWithHostname` ("tcp"): TCP on this machine's routable address, reachable by remote hosts;
+`Tls` ("tls"): TCP with mutual TLS (needs the tls_* files); `Local` ("local", "inproc") is refused
+(procs are separate processes), and so are Meta's internal `MetaTls*` transports: both raise
+ValueError saying what to use.
 """
 
 from __future__ import annotations
@@ -31,14 +38,32 @@ class ChannelTransport(enum.Enum):
 # Keyword spellings accepted by `parse_transport`, in the order error messages list them.
 _KEYWORDS: dict[str, ChannelTransport] = {
     "tcp": ChannelTransport.TcpWithHostname,
+    "tcp-localhost": ChannelTransport.TcpWithLocalhost,
     "ipc": ChannelTransport.Unix,
     "unix": ChannelTransport.Unix,
-    "metatls": ChannelTransport.MetaTlsWithIpV6,
-    "metatls-hostname": ChannelTransport.MetaTlsWithHostname,
     "tls": ChannelTransport.Tls,
-    "local": ChannelTransport.Local,
-    "inproc": ChannelTransport.Local,
 }
+
+# Transports Meta's Monarch knows that cannot work here, with what to use instead.
+_REFUSED: dict[str, str] = {
+    "metatls": "MetaTLS is Meta's internal TLS transport",
+    "metatls-hostname": "MetaTLS is Meta's internal TLS transport",
+    "local": "procs are separate OS processes, which an in-process channel cannot reach",
+    "inproc": "procs are separate OS processes, which an in-process channel cannot reach",
+}
+_REFUSED_MEMBERS: dict[ChannelTransport, str] = {
+    ChannelTransport.MetaTlsWithHostname: "metatls-hostname",
+    ChannelTransport.MetaTlsWithIpV6: "metatls",
+    ChannelTransport.Local: "local",
+}
+
+
+def _refused(value: object, word: str) -> ValueError:
+    return ValueError(
+        f"Transport {value!r} is not available in this implementation: {_REFUSED[word]}. "
+        f"Use 'tls' (ChannelTransport.Tls, with enable_tls and the tls_* files) for encrypted "
+        f"connections, 'unix' for procs on this host, or 'tcp' to reach remote hosts."
+    )
 
 # Schemes whose explicit "scheme://host:port" form is kept verbatim.
 _ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls")
@@ -75,15 +100,19 @@ def parse_transport(value: ChannelTransport | str) -> ChannelTransport | str:
     """Return the member for a keyword, the address itself for "tcp://h:p", or raise ValueError.
 
     Keywords are matched case-insensitively after stripping whitespace; addresses are returned
-    stripped but otherwise untouched.
+    stripped but otherwise untouched. Transports that cannot work here raise ValueError.
     """
     if isinstance(value, ChannelTransport):
+        if value in _REFUSED_MEMBERS:
+            raise _refused(value, _REFUSED_MEMBERS[value])
         return value
     if not isinstance(value, str):
         raise TypeError(
             f"A transport must be a ChannelTransport or a str, got {type(value).__name__}."
         )
     text = value.strip()
+    if text.lower() in _REFUSED:
+        raise _refused(value, text.lower())
     member = _KEYWORDS.get(text.lower())
     if member is not None:
         return member

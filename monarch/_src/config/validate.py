@@ -63,6 +63,11 @@ def check_value(key: ConfigKey, value: object) -> object:
     """Return `value` in canonical form or raise TypeError/ValueError naming `key`."""
     if value is None and key.nullable:
         return None
+    value = _check_kind(key, value)
+    return value if key.check is None else key.check(value)
+
+
+def _check_kind(key: ConfigKey, value: object) -> object:
     match key.kind:
         case Kind.DURATION:
             if not isinstance(value, str):

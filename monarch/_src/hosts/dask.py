@@ -142,8 +142,7 @@ def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:
     client, own = _client_for(target)
     topics: list[str] = []
     try:
-        timeout = duration_seconds("mesh_attach_config_timeout")
-        client.wait_for_workers(1, timeout=timeout)
+        client.wait_for_workers(1, timeout=duration_seconds("host_spawn_ready_timeout"))
         client.register_plugin(MonarchHostPlugin(), name=PLUGIN_NAME)
         picked = pick_workers(client.scheduler_info(n_workers=-1)["workers"])
         addresses = client.run(_start_host, workers=picked)

@@ -26,7 +26,7 @@ from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
-from monarch._src.mesh.logs import LogSink
+from monarch._src.mesh.logs import LogSink, TailBuffer
 from monarch._src.runtime.ports import CountPort, OncePort, _Entry
 from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
@@ -44,6 +44,7 @@ class LocalHostAgent:
     """Starts procs on this machine. Public methods run on any thread but the runtime loop."""
 
     is_local = True  # paths given for these hosts (with_python_executable) can be checked here
+    supports_proc_bind = True  # spawn_procs(proc_bind=...): CPU affinity of each proc
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -63,8 +64,10 @@ class LocalHostAgent:
         self._unanswered: dict[str, float] = {}
         self._heartbeat: asyncio.Task[None] | None = None  # pings live procs, once started
         self.logs = LogSink()
+        self.tails = TailBuffer()  # tail_log_lines: the last lines each proc wrote
         rt.mailbox.control["proc_ready"] = self._proc_ready
         rt.mailbox.control["log"] = self._log
+        rt.mailbox.control["log_tail"] = self._log_tail
         rt.mailbox.lost_delegate = self._connection_lost
         rt.shutdown_hooks.append(self.close)
 
@@ -133,13 +136,17 @@ class LocalHostAgent:
         proc_ids: list[str] | None = None,
         spec: dict[str, Any] | None = None,
         python: str | None = None,
+        cpu_binds: list[list[int]] | None = None,
     ) -> ProcTable:
         """Fork `len(hosts) * per_host` procs. A served remote host (`hosts/served.py`) passes
-        the ids its client chose and `spec` entries (root, listen address, config) to override."""
+        the ids its client chose and `spec` entries (root, listen address, config) to override.
+        `cpu_binds` (from `proc_bind`): the CPUs of each proc of a host, by rank on the host."""
         n = len(hosts) * per_host
         if proc_ids is None:
             proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
         table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
+        table.proc_ids = list(proc_ids)
+        table.tail_lines = int((spec or {}).get("tail_log_lines", config_get("tail_log_lines")))
         payload = encode(bootstrap) if bootstrap is not None else None
         common = {
             "controller": self.rt.address,
@@ -151,6 +158,8 @@ class LocalHostAgent:
             "env": dict(os.environ),
             # Merged value: under IPython it is on by default here, which a proc cannot see.
             "log_forwarding": bool(config_get("enable_log_forwarding")),
+            "pdeathsig": bool(config_get("mesh_bootstrap_enable_pdeathsig")),
+            "tail_log_lines": int(config_get("tail_log_lines")),
             **({"python": python} if python else {}),
             **(spec or {}),
         }
@@ -165,9 +174,42 @@ class LocalHostAgent:
             if preload:
                 self._preloaded.update(preload)
                 self._send({"preload": preload})
-            self._send({"spawn": [{**common, "proc_id": p} for p in proc_ids]})
+            self._send({"spawn": [
+                {**common, "proc_id": p, "rank": rank,
+                 **({"cpus": cpu_binds[rank % per_host]} if cpu_binds else {})}
+                for rank, p in enumerate(proc_ids)]})
         self.rt.call_soon(self._start_heartbeats)
+        self.rt.call_soon(self._watch_spawn, table)
         return table
+
+    def _watch_spawn(self, table: ProcTable) -> None:
+        """mesh_proc_spawn_max_idle: procs still not ready after that long with no other proc
+        of the mesh becoming ready meanwhile fail, and are killed (loop)."""
+        idle = duration_seconds("mesh_proc_spawn_max_idle")
+
+        def pending() -> list[int]:
+            return [rank for rank, key in enumerate(table.keys)
+                    if key.startswith(PENDING_PREFIX) and rank not in table.failed]
+
+        def check(before: int) -> None:
+            waiting = pending()
+            if not waiting or table.stopped is not None or self._closed:
+                return
+            if len(waiting) < before:  # progress: give the rest another `idle`
+                self.rt.loop.call_later(idle, check, len(waiting))
+                return
+            for rank in waiting:
+                proc_id = table.proc_ids[rank]
+                with self._lock:
+                    self._pending.pop(proc_id, None)
+                pid = table.pids[rank]
+                if pid is not None:
+                    self._kill([pid])
+                self._proc_failed(table, rank, (
+                    f"proc {proc_id} did not become ready within mesh_proc_spawn_max_idle "
+                    f"({idle:g}s with no proc of its mesh becoming ready)"))
+
+        self.rt.loop.call_later(idle, check, len(pending()))
 
     def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
         proc_id, addr, pid, error = args
@@ -228,7 +270,8 @@ class LocalHostAgent:
         if table.stopped is not None:
             self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
         elif rank not in table.failed:  # (a proc killed for missing heartbeats already was)
-            self._proc_failed(table, rank, proc_exit_report(status))
+            self._proc_failed(table, rank, self._with_tail(
+                table, rank, proc_exit_report(status)))
 
     def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
         """Rank `rank` of `table` failed (a served host forwards this instead)."""
@@ -241,8 +284,26 @@ class LocalHostAgent:
         if where is None:
             return
         table = where[0]
+        self.tails.add(proc_id, fd, text, table.tail_lines)
         if table.log_stream:
             self.logs.write(proc_id, table.mesh_key, fd, text, table.log_window)
+
+    def _log_tail(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        """Output of a proc that is not forwarded, kept for its failure report only."""
+        proc_id, fd, text = args
+        where = self._procs.get(proc_id)
+        if where is not None:
+            self.tails.add(proc_id, fd, text, where[0].tail_lines)
+
+    def _with_tail(self, table: ProcTable, rank: int, report: str) -> str:
+        """`report` with the last `tail_log_lines` lines the proc wrote, if any were kept."""
+        proc_id = table.proc_ids[rank] if table.proc_ids else None
+        lines = self.tails.take(proc_id) if proc_id is not None else []
+        if not lines:
+            return report
+        prefix = f"[{rank}] " if config_get("prefix_with_rank") else ""
+        shown = "\n".join(f"    {prefix}{line}" for line in lines)
+        return f"{report}\n  last {len(lines)} lines of its output:\n{shown}"
 
     def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
         """A barrier: returns once every line the procs wrote so far was written here."""
@@ -321,42 +382,52 @@ class LocalHostAgent:
         return self.rt.submit(self._stop(table, reason))
 
     async def _stop(self, table: ProcTable, reason: str) -> None:
-        mailbox = self.rt.mailbox
+        """Ask each proc to stop (its actors stop, their __cleanup__ runs) and wait up to
+        `proc_stop_max_idle` for its answer, then up to `mesh_terminate_timeout` for it to exit
+        before killing it; at most `mesh_terminate_concurrency` procs at a time."""
         if config_get("enable_log_forwarding"):
             await self._flush_logs([table])  # what the procs printed comes out before they go
-        waits = []
-        for rank, key in enumerate(table.keys):
-            if key.startswith(PENDING_PREFIX):
-                # Never came up (its bootstrap failed, say) or not yet: nothing to ask; kill it.
-                pid = table.pids[rank]
-                if pid is not None:
-                    self._kill([pid])
-                continue
-            mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
-            entry = OncePort()
-            port = mailbox.open_port(entry, (key,))
-            mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
-            waits.append(settled(entry.cf))
-        timeout = duration_seconds("process_exit_timeout")
-        if waits:
-            await asyncio.wait(waits, timeout=timeout)
-        exits = []
+        limit = asyncio.Semaphore(max(1, int(config_get("mesh_terminate_concurrency"))))
+        await asyncio.gather(*(self._stop_one(table, rank, reason, limit)
+                               for rank in range(len(table.keys))))
         with self._lock:
-            for pid in table.pids:
-                if pid is not None and pid in self._exited:
-                    exits.append(settled(self._exited[pid]))
             if table in self._tables:
                 self._tables.remove(table)
-        if exits:
-            _, pending = await asyncio.wait(exits, timeout=timeout)
-            if pending:
-                self._kill([p for p in table.pids if p is not None])
-                await asyncio.wait(exits, timeout=timeout)
+        mailbox = self.rt.mailbox
         for rank, key in enumerate(table.keys):
             with self._lock:
                 reused = self._by_addr.get(key) not in (None, table.pids[rank])
             if not reused:  # else a newer proc of another table listens on that port now
                 mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+
+    async def _stop_one(
+        self, table: ProcTable, rank: int, reason: str, limit: asyncio.Semaphore
+    ) -> None:
+        mailbox = self.rt.mailbox
+        async with limit:
+            key = table.keys[rank]
+            if key.startswith(PENDING_PREFIX):
+                # Never came up (its bootstrap failed, say) or not yet: nothing to ask; kill it.
+                pid = table.pids[rank]
+                if pid is not None:
+                    self._kill([pid])
+            else:
+                mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
+                entry = OncePort()
+                port = mailbox.open_port(entry, (key,))
+                mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
+                await asyncio.wait([settled(entry.cf)],
+                                   timeout=duration_seconds("proc_stop_max_idle"))
+            pid = table.pids[rank]
+            with self._lock:
+                exited = self._exited.get(pid) if pid is not None else None
+            if exited is None:
+                return
+            timeout = duration_seconds("mesh_terminate_timeout")
+            done, _ = await asyncio.wait([settled(exited)], timeout=timeout)
+            if not done and pid is not None:
+                self._kill([pid])
+                await asyncio.wait([settled(exited)], timeout=timeout)
 
     def _kill(self, pids: list[int]) -> None:
         with self._lock:

@@ -85,7 +85,7 @@ def _wait_listening(proc: Any, addr: str, fut: concurrent.futures.Future[str]) -
 
     _, host, port = parse_worker_address(addr)
     ssl_context = probe_ssl_context()
-    deadline = time.monotonic() + duration_seconds("mesh_attach_config_timeout")
+    deadline = time.monotonic() + duration_seconds("host_spawn_ready_timeout")
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             fut.set_exception(RuntimeError(

@@ -16,9 +16,9 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.config import apply_snapshot, get as config_get
+from monarch._src.config import apply_snapshot, duration_seconds, get as config_get
 from monarch._src.mesh.log_prefix import install_log_prefix
-from monarch._src.mesh.logs import LogCapture
+from monarch._src.mesh.logs import LogCapture, capture_paths
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 import monarch._src.debug.agent  # noqa: F401  (breakpoint(), post-mortem, stack dumps in procs)
 from monarch._src.mesh.hosted import _STOP, HostedActor
@@ -35,6 +35,8 @@ def run_proc(spec: dict[str, Any]) -> int:
     os.environ.clear()
     os.environ.update(spec["env"])
     os.environ["MONARCH_PROC"] = "1"
+    if spec.get("cpus"):  # spawn_procs(proc_bind=...), before any thread starts
+        os.sched_setaffinity(0, spec["cpus"])
     sys.path[:] = spec["sys_path"]
     try:
         os.chdir(spec["cwd"])
@@ -44,7 +46,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mailbox = Mailbox(loop)
-    addr = loop.run_until_complete(mailbox.start(spec.get("listen")))
+    addr = loop.run_until_complete(_listen(mailbox, spec))
     install_log_prefix()
     rt = install_proc_runtime(loop, mailbox, spec["proc_id"])
     rt.root_address = spec["root"]
@@ -55,12 +57,7 @@ def run_proc(spec: dict[str, Any]) -> int:
         loop.create_task(_stop_everything(mailbox, args[0], reply, done))
 
     mailbox.control["stop_proc"] = stop_proc
-    capture = None
-    if spec.get("log_forwarding", config_get("enable_log_forwarding")):
-        proc_id = spec["proc_id"]
-        capture = LogCapture(
-            lambda fd, text: mailbox.post(controller, (CONTROL, "log", (proc_id, fd, text), None))
-        )
+    capture = _capture_output(spec, mailbox, controller)
 
     def flush_logs(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         def drain_then_answer() -> None:
@@ -99,6 +96,71 @@ def run_proc(spec: dict[str, Any]) -> int:
     return 0
 
 
+async def _listen(mailbox: Mailbox, spec: dict[str, Any]) -> str:
+    """Start the transport on `spec["listen"]`; with a `port_range` (a remote host's
+    `remote_alloc_allowed_port_range`), on the first free port of that range."""
+    listen = spec.get("listen")
+    ports = spec.get("port_range")
+    if ports is None or listen is None or not listen.endswith(":0"):
+        return await mailbox.start(listen)
+    host = listen.partition("://")[2].rpartition(":")[0].strip("[]")
+    error: OSError | None = None
+    for port in range(*ports):
+        if not _port_free(host, port):  # (a failed listen would leak its socket)
+            continue
+        try:
+            return await mailbox.start(f"{listen[:-1]}{port}")
+        except OSError as exc:  # taken in between
+            error = exc
+    raise OSError(
+        f"proc {spec['proc_id']}: no free port in remote_alloc_allowed_port_range "
+        f"{ports[0]}..{ports[1]} on {listen[:-2]} ({error or 'every port is taken'}). Widen "
+        f"the range."
+    )
+
+
+def _port_free(host: str, port: int) -> bool:
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def _capture_output(spec: dict[str, Any], mailbox: Mailbox, controller: str) -> LogCapture | None:
+    """Point fds 1 and 2 at pipes when anything needs the output: forwarding to the client
+    (`enable_log_forwarding`), a tail kept by the host agent for failure reports
+    (`tail_log_lines`), files (`enable_file_capture`). Output not forwarded still reaches the
+    original fds (the terminal)."""
+    proc_id = spec["proc_id"]
+    forwarding = bool(spec.get("log_forwarding", config_get("enable_log_forwarding")))
+    tail = int(spec.get("tail_log_lines", 0))
+    files = None
+    prefix = f"[{spec['rank']}] " if config_get("prefix_with_rank") and "rank" in spec else ""
+    if config_get("enable_file_capture"):
+        try:
+            files = {fd: open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+                     for fd, path in capture_paths(proc_id).items()}
+        except OSError as exc:
+            print(f"monarch: enable_file_capture: cannot open the log files of proc {proc_id}: "
+                  f"{exc}", file=sys.stderr)
+    if not (forwarding or tail > 0 or files):
+        return None
+    send = None
+    if forwarding or tail > 0:
+        control = "log" if forwarding else "log_tail"
+
+        def send(fd: int, text: str) -> None:
+            mailbox.post(controller, (CONTROL, control, (proc_id, fd, text), None))
+
+    return LogCapture(send, passthrough=not forwarding, files=files, prefix=prefix)
+
+
 async def _stop_everything(
     mailbox: Mailbox, reason: str, reply: Any, done: asyncio.Future[None]
 ) -> None:
@@ -110,7 +172,8 @@ async def _stop_everything(
         for i, actor in enumerate(actors):
             actor.thread.enqueue((_STOP, reason, port))
         try:
-            await asyncio.wait_for(asyncio.wrap_future(entry.cf), timeout=30)
+            await asyncio.wait_for(asyncio.wrap_future(entry.cf),
+                                   timeout=duration_seconds("stop_actor_timeout"))
         except Exception:  # a cleanup that hangs or fails must not keep the proc alive
             pass
     if reply is not None:

@@ -105,6 +105,12 @@ class RemoteHostAgent:
             scheme, h, port = parse_worker_address(target)
             host.addr = f"{scheme}://{'[' + h + ']' if ':' in h else h}:{port}"
             me = host_of(self.rt.address)
+            if self.rt.address.startswith("unix://") and not is_loopback(h):
+                raise RuntimeError(
+                    f"this client listens on a unix-domain socket ({self.rt.address}), which the "
+                    f"host at {host.addr} cannot reach. Call "
+                    "monarch.actor.enable_transport('tcp') before any other monarch call."
+                )
             if is_loopback(me) and not is_loopback(h):
                 raise RuntimeError(
                     f"this client listens on {self.rt.address} (loopback), which the host at "
@@ -447,16 +453,28 @@ def _install(rt: Runtime) -> None:
 
 
 async def _resolve(target: Any) -> str:
-    """The address a worker future resolves to (a monarch Future or a concurrent one)."""
+    """The address a worker future resolves to (a monarch Future or a concurrent one), within
+    `host_spawn_ready_timeout` (the worker is still starting)."""
+    timeout = duration_seconds("host_spawn_ready_timeout")
+    try:
+        return await asyncio.wait_for(_resolved(target, timeout), timeout)
+    except (asyncio.TimeoutError, concurrent.futures.TimeoutError, TimeoutError):
+        raise RuntimeError(
+            f"the worker's address did not resolve within host_spawn_ready_timeout "
+            f"({timeout:g}s); raise it if workers take longer to start"
+        ) from None
+
+
+async def _resolved(target: Any, timeout: float) -> str:
+    # shielded: giving up on the caller's future must not cancel it
     if isinstance(target, concurrent.futures.Future):
-        return str(await asyncio.wrap_future(target))
+        return str(await asyncio.shield(asyncio.wrap_future(target)))
     if asyncio.isfuture(target):
-        return str(await target)
+        return str(await asyncio.shield(target))
     get = getattr(target, "get", None)
     if get is None:
         raise TypeError(f"attach_to_workers: a worker must be an address or a future of one; "
                         f"got {type(target).__name__}.")
-    timeout = duration_seconds("mesh_attach_config_timeout")
     loop = asyncio.get_running_loop()
     return str(await loop.run_in_executor(None, lambda: get(timeout=timeout)))
 

@@ -141,10 +141,16 @@ class HostServer:
             return
         spec = dict(spec)
         spec["listen"] = _listen_address(self.dialed_host)
+        ports = config_get("remote_alloc_allowed_port_range")
+        if ports is not None:
+            spec["port_range"] = (ports.start, 65536 if ports.stop is None else ports.stop)
         spec["sys_path"] = _merge_paths(spec.get("sys_path", []))
         if not os.path.isdir(spec.get("cwd", "")):
             spec["cwd"] = os.getcwd()
         spec["env"] = dict(os.environ)
+        # Failure reports with output tails (tail_log_lines) are made by local hosts only: these
+        # procs' output goes to their client, or to this worker's terminal.
+        spec["tail_log_lines"] = 0
         for proc_id in proc_ids:
             self._owner[proc_id] = client
         table = self.agent.spawn_procs([0], len(proc_ids), None, proc_ids=list(proc_ids),

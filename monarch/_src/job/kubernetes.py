@@ -205,6 +205,12 @@ class KubernetesJob(JobTrait):
         self._namespace = namespace
         self._timeout = timeout or _DEFAULT_TIMEOUT
         self._kubeconfig = kubeconfig
+        if attach_to is not None:
+            from monarch._src.hosts.addresses import parse_worker_address
+
+            parse_worker_address(attach_to, what="KubernetesJob(attach_to=...)")
+        # A forwarded address (`kubectl port-forward pod/<pod> <local>:26600`) that reaches the
+        # job's one pod from outside the cluster; used instead of the pod's own address.
         self._attach_to = attach_to
         self._meshes: dict[str, MeshSpec] = {}
         self._created: list[str] = []  # MonarchMesh resources this job created
@@ -295,9 +301,25 @@ class KubernetesJob(JobTrait):
         if not self._live_hosts:
             from monarch._src.job.attach import attach_job_workers
 
-            for name, addresses in self._addresses().items():
+            found = self._addresses()
+            if self._attach_to is not None:
+                found = self._through_attach_to(found)
+            for name, addresses in found.items():
                 self._live_hosts[name] = attach_job_workers(addresses, name)
         return JobState({n: self._live_hosts[n] for n in self._meshes})
+
+    def _through_attach_to(self, found: dict[str, list[str]]) -> dict[str, list[str]]:
+        """attach_to reaches one pod (a port-forward goes to one pod): the job must have
+        exactly one; its mesh is attached through that address."""
+        pods = sum(len(addresses) for addresses in found.values())
+        if pods != 1:
+            raise ValueError(
+                f"KubernetesJob(attach_to={self._attach_to!r}) reaches a single pod, but this "
+                f"job has {pods} pods ({', '.join(f'{n}: {len(a)}' for n, a in found.items())}). "
+                "Run the client inside the cluster (without attach_to), or make the pods' "
+                "addresses routable from here."
+            )
+        return {name: [self._attach_to] if addresses else [] for name, addresses in found.items()}
 
     def _kill(self) -> None:
         shutdown_quietly(self._live_hosts.values())

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from monarch._src.config import duration_seconds
 from monarch._src.mesh.actor import endpoints_of
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of, failure_report
@@ -160,10 +161,33 @@ class ActorMesh(MeshTrait, Generic[T]):
         entry = GatherPort(len(self))
         procs = self._proc_keys()
         targets = [procs[r] for r in self._shape.ranks()]
-        mailbox = get_runtime().mailbox
+        rt = get_runtime()
+        mailbox = rt.mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for i, proc in enumerate(targets):
             mailbox.post(proc, (CONTROL, "actor_ready", (self._key, i), reply))
+        idle = duration_seconds("actor_spawn_max_idle")
+        name = self._name
+        # The replies, or the actor_spawn_max_idle failure, whichever comes first (both are
+        # settled on the runtime loop).
+        outcome: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def settle(done: concurrent.futures.Future[Any]) -> None:
+            if not outcome.done():
+                error = done.exception()
+                if error is not None:
+                    outcome.set_exception(error)
+                else:
+                    outcome.set_result(done.result())
+
+        def too_slow() -> None:
+            if not outcome.done():
+                outcome.set_exception(SupervisionError(
+                    f"the actors of mesh {name} did not all finish __init__ within "
+                    f"actor_spawn_max_idle ({idle:g}s)"))
+
+        entry.cf.add_done_callback(settle)
+        rt.call_soon(rt.loop.call_later, idle, too_slow)
 
         def check(replies: list[Any]) -> None:
             from monarch._src.runtime.ports import decode_reply
@@ -175,7 +199,7 @@ class ActorMesh(MeshTrait, Generic[T]):
                     raise RuntimeError(f"error spawning actor mesh {self._name}: {exc}") from exc
             return None
 
-        return Future._create(entry.cf, check)
+        return Future._create(outcome, check)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every actor gracefully: queued messages first, then `__cleanup__`."""

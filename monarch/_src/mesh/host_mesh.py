@@ -108,10 +108,20 @@ class HostMesh(MeshTrait):
                 "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
             )
         hosts = self._mesh_shape.ranks()
-        if self._python is None:
-            table = self._agent.spawn_procs(hosts, n_per_host, bootstrap)
-        else:
-            table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python)
+        extra: dict[str, Any] = {}
+        if self._python is not None:
+            extra["python"] = self._python
+        if proc_bind is not None:
+            if not getattr(self._agent, "supports_proc_bind", False):
+                raise NotImplementedError(
+                    "spawn_procs(proc_bind=...) pins procs on this machine's local host only; "
+                    "on remote hosts, start each worker under the binding you want (e.g. "
+                    "`numactl --cpunodebind=0 monarch worker ...`)."
+                )
+            from monarch._src.hosts.binding import cpus_for_binding
+
+            extra["cpu_binds"] = [cpus_for_binding(b, r) for r, b in enumerate(proc_bind)]
+        table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, **extra)
         sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
         shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
         from monarch._src.mesh.context import current_instance

@@ -14,6 +14,7 @@ stopping).
 
 from __future__ import annotations
 
+import collections
 import fcntl
 import os
 import struct
@@ -23,7 +24,7 @@ import threading
 import time
 from typing import Any, Callable
 
-__all__ = ["LogCapture", "LogSink"]
+__all__ = ["LogCapture", "LogSink", "TailBuffer", "capture_paths"]
 
 _STREAMS = {1: "stdout", 2: "stderr"}
 _YELLOW = "\x1b[33m"
@@ -31,16 +32,30 @@ _RESET = "\x1b[0m"
 
 
 class LogCapture:
-    """Proc side: fds 1 and 2 go to pipes whose contents are sent with `send(stream, text)`."""
+    """Proc side: fds 1 and 2 go to pipes whose contents are sent with `send(stream, text)`.
 
-    def __init__(self, send: Callable[[int, str], None]) -> None:
+    `passthrough`: also write what arrives to the original fds 1 and 2 (when output is captured
+    for a tail or files but not forwarded, it still reaches the terminal). `files`: also append
+    it to these files, by fd, each line prefixed with `prefix` (`enable_file_capture`).
+    """
+
+    def __init__(
+        self,
+        send: Callable[[int, str], None] | None,
+        *,
+        passthrough: bool = False,
+        files: dict[int, Any] | None = None,
+        prefix: str = "",
+    ) -> None:
         self._send = send
         self._readers: list[_PipeReader] = []
         for fd in (1, 2):
+            original = os.dup(fd) if passthrough else None
+            tee = _LineFile(files[fd], prefix) if files else None
             read_end, write_end = os.pipe()
             os.dup2(write_end, fd)
             os.close(write_end)
-            reader = _PipeReader(fd, read_end, send)
+            reader = _PipeReader(fd, read_end, _fan_out(fd, send, original, tee))
             self._readers.append(reader)
             reader.start()
         # A pipe is not a terminal: without this, print() output would wait for 8 KiB.
@@ -55,6 +70,102 @@ class LogCapture:
         sys.stderr.flush()
         for reader in self._readers:
             reader.drain(timeout)
+
+
+def _fan_out(
+    fd: int, send: Callable[[int, str], None] | None, original: int | None, tee: _LineFile | None
+) -> Callable[[int, str], None]:
+    def deliver(stream: int, text: str) -> None:
+        if original is not None:
+            data = text.encode("utf-8", errors="replace")
+            while data:
+                try:
+                    data = data[os.write(original, data):]
+                except OSError:
+                    break
+        if tee is not None:
+            tee.write(text)
+        if send is not None:
+            send(stream, text)
+
+    return deliver
+
+
+class _LineFile:
+    """An append-only file whose lines each start with `prefix`."""
+
+    def __init__(self, handle: Any, prefix: str) -> None:
+        self.handle = handle
+        self.prefix = prefix
+        self.at_line_start = True
+
+    def write(self, text: str) -> None:
+        if self.prefix:
+            parts = text.split("\n")
+            out = []
+            for i, part in enumerate(parts):
+                if i:
+                    out.append("\n")
+                    self.at_line_start = True
+                if part:
+                    if self.at_line_start:
+                        out.append(self.prefix)
+                    out.append(part)
+                    self.at_line_start = False
+            text = "".join(out)
+        try:
+            self.handle.write(text)
+            self.handle.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def capture_paths(proc_id: str) -> dict[int, str]:
+    """Where `enable_file_capture` writes proc `proc_id`'s stdout (1) and stderr (2):
+    `$MONARCH_LOG_DIR` or `<temp dir>/monarch-<uid>/logs`, files `<proc_id>.stdout`/`.stderr`."""
+    import tempfile
+
+    folder = os.environ.get("MONARCH_LOG_DIR") or os.path.join(
+        tempfile.gettempdir(), f"monarch-{os.getuid()}", "logs")
+    os.makedirs(folder, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in proc_id)
+    return {fd: os.path.join(folder, f"{safe}.{_STREAMS[fd]}") for fd in (1, 2)}
+
+
+class TailBuffer:
+    """Controller side (`tail_log_lines`): the last lines each proc wrote, both streams in
+    arrival order."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lines: dict[str, collections.deque[str]] = {}
+        self._partial: dict[tuple[str, int], str] = {}
+
+    def add(self, proc: str, fd: int, text: str, keep: int) -> None:
+        if keep <= 0:
+            return
+        with self._lock:
+            text = self._partial.pop((proc, fd), "") + text
+            lines = text.split("\n")
+            if lines[-1]:
+                self._partial[(proc, fd)] = lines[-1]
+            lines = lines[:-1]
+            if not lines:
+                return
+            tail = self._lines.get(proc)
+            if tail is None or tail.maxlen != keep:
+                tail = self._lines[proc] = collections.deque(tail or (), maxlen=keep)
+            tail.extend(lines)
+
+    def take(self, proc: str) -> list[str]:
+        """The kept lines of `proc` (an unfinished last line included), forgetting them."""
+        with self._lock:
+            tail = self._lines.pop(proc, None)
+            lines = list(tail or ())
+            for key in [k for k in self._partial if k[0] == proc]:
+                lines.append(self._partial.pop(key))
+            keep = tail.maxlen if tail is not None else None
+            return lines[-keep:] if keep else lines
 
 
 class _PipeReader(threading.Thread):

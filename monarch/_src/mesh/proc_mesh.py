@@ -56,6 +56,10 @@ class ProcTable:
         # repeated lines within this many seconds (None: write each line as it comes).
         self.log_stream = True
         self.log_window: float | None = None
+        # Proc ids by rank (host agents that know them) and the `tail_log_lines` in force when
+        # the procs were spawned: how many of their last output lines a failure report shows.
+        self.proc_ids: list[str] = []
+        self.tail_lines = 0
         # Actor meshes spawned on these procs from this process, for failure reports:
         # (mesh key, mesh name, creator's actor key or None, global proc ranks in mesh order).
         self.actor_meshes: list[tuple[str, str, str | None, list[int]]] = []

@@ -61,7 +61,14 @@ def probe() -> Probe:
     """Whether ibverbs is usable in this process, and the device or the reason."""
     if config_get("rdma_disable_ibverbs"):
         return Probe(False, "ibverbs is disabled by the config key rdma_disable_ibverbs.")
-    return _probe_system(SYSFS_DIR, config_get("rdma_ibverbs_target"))
+    return _probe_system(SYSFS_DIR, device_target(str(config_get("rdma_ibverbs_target"))))
+
+
+def device_target(setting: str) -> str | None:
+    """The device named by `rdma_ibverbs_target`: 'nic:<name>' or a bare name; '' is None
+    (the first device)."""
+    name = setting.strip().removeprefix("nic:")
+    return name or None
 
 
 @functools.cache

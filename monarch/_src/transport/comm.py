@@ -41,7 +41,9 @@ from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
-from monarch._src.transport.tls import listen_scheme, tls_args
+from monarch._src.config import get as config_get
+from monarch._src.transport import unix
+from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
     HEAD,
     SocketChannel,
@@ -56,6 +58,8 @@ from monarch._src.supervision.errors import TransportError
 __all__ = ["Transport", "translate_error"]
 
 logger = logging.getLogger(__name__)
+
+unix.register()  # peers may listen on unix:// addresses
 
 # Envelopes are opaque to the transport: any picklable tuple whose payloads keep their large
 # buffers as `pickle.PickleBuffer`s.
@@ -144,8 +148,46 @@ def _take_socket(comm: Comm) -> socket.socket:
     sock = comm.stream.socket.dup()  # type: ignore[attr-defined]
     comm.abort()
     sock.setblocking(False)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if sock.family in (socket.AF_INET, socket.AF_INET6):  # not for unix-domain sockets
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        set_congestion_control(sock)
     return sock
+
+
+_refused_algorithms: set[str] = set()
+
+
+def set_congestion_control(sock: socket.socket) -> None:
+    """Apply `channel_tcp_congestion` to a TCP socket, best effort: an algorithm the kernel
+    refuses (not built in, or not allowed for this user) is logged once and the socket keeps
+    the host default."""
+    algorithm = str(config_get("channel_tcp_congestion"))
+    option = getattr(socket, "TCP_CONGESTION", None)
+    if not algorithm or option is None:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, option, algorithm.encode())
+    except OSError as exc:
+        if algorithm not in _refused_algorithms:
+            _refused_algorithms.add(algorithm)
+            logger.warning(
+                "monarch: channel_tcp_congestion=%r was refused by the kernel (%s); TCP "
+                "connections keep the host default. See "
+                "/proc/sys/net/ipv4/tcp_allowed_congestion_control.", algorithm, exc)
+
+
+def default_listen_address() -> str:
+    """Where a proc listens when not told: a unix socket under the `Unix` transport, else
+    loopback (tcp, or tls when TLS is on)."""
+    transport = config_get("default_transport")
+    if getattr(transport, "value", None) == "unix":
+        if tls_enabled():
+            raise ValueError(
+                "default_transport is Unix but TLS is on (enable_tls): unix-domain sockets are "
+                "not encrypted. Use the Tls transport, or turn enable_tls off."
+            )
+        return unix.default_listen_address()
+    return f"{listen_scheme()}://127.0.0.1:0"
 
 
 def _channel(comm: Comm) -> _StreamChannel | _CommChannel:
@@ -322,7 +364,7 @@ class Transport:
         """Listen on `address` (default: loopback, tcp or tls as configured)."""
         dask.config.set({"distributed.comm.compression": None})
         if address is None:
-            address = f"{listen_scheme()}://127.0.0.1:0"
+            address = default_listen_address()
         self._listener = listen(address, self._handle_comm, deserialize=False, **self.listen_args)
         await self._listener.start()
         self.address = self._listener.contact_address

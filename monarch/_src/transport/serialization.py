@@ -3,8 +3,8 @@
 Design. Payloads are pickled with protocol 5 and a `buffer_callback`, so a large contiguous buffer
 (a numpy array, a torch tensor's storage, a big `bytes`, `bytearray` or `memoryview`) leaves as a
 separate out-of-band frame that still points at the sender's memory: nothing is copied before the
-socket. Buffers under `INBAND_LIMIT` stay inside the pickle stream, because for small data one
-frame is cheaper than two.
+socket. Buffers under the `small_write_threshold` config key (default `INBAND_LIMIT`, 64 KiB)
+stay inside the pickle stream, because for small data one frame is cheaper than two.
 
 One pickler class does everything. It subclasses `cloudpickle.Pickler`, whose `reducer_override`
 pickles by value exactly the functions and classes that a receiver could not import by name
@@ -43,6 +43,7 @@ from typing import Any, Final
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
+from monarch._src.config import get as config_get
 from monarch._src.transport import torch_reduce
 
 __all__ = ["INBAND_LIMIT", "dumps", "frames_nbytes", "loads"]
@@ -95,7 +96,7 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
 
     def _keep(self, buffer: pickle.PickleBuffer) -> bool:
         raw = buffer.raw()
-        if raw.nbytes < INBAND_LIMIT:
+        if raw.nbytes < config_get("small_write_threshold"):
             return True
         self.out_of_band.append(raw)
         self.out_of_band_at.append(len(self._chunks))

@@ -15,19 +15,30 @@ from distributed.security import Security
 
 from monarch._src.config import get as config_get
 
-__all__ = ["listen_scheme", "tls_args"]
+__all__ = ["listen_scheme", "tls_args", "tls_enabled"]
+
+
+def tls_enabled() -> bool:
+    """TLS is on: `enable_tls`, or `default_transport` is `Tls` or a 'tls://' address."""
+    if config_get("enable_tls"):
+        return True
+    transport = config_get("default_transport")
+    if isinstance(transport, str):
+        return transport.lower().startswith("tls://")
+    return transport.value == "tls"
 
 
 def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(connection args, listen args) for `distributed.comm`, or None without TLS."""
-    if not config_get("enable_tls"):
+    if not tls_enabled():
         return None
     ca, cert, key = (config_get(k) for k in ("tls_ca_file", "tls_cert_file", "tls_key_file"))
     missing = [name for name, value in
                (("tls_ca_file", ca), ("tls_cert_file", cert), ("tls_key_file", key)) if not value]
     if missing:
         raise ValueError(
-            f"enable_tls is set but {', '.join(missing)} is not: configure the CA, the "
+            f"TLS is on (enable_tls, or the Tls transport) but {', '.join(missing)} is not: "
+            "configure the CA, the "
             "certificate and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
         )
     security = Security(
@@ -40,4 +51,4 @@ def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
 
 
 def listen_scheme() -> str:
-    return "tls" if config_get("enable_tls") else "tcp"
+    return "tls" if tls_enabled() else "tcp"
