@@ -29,6 +29,9 @@ from monarch.rdma import (
 
 # ---- memory ------------------------------------------------------------------------------------
 
+# Monarch's text for local memory that is not one contiguous dimension.
+_NOT_1D = "only supports 1d contiguous torch.Tensor or 1d c-contiguous memoryview"
+
 
 def test_region_memoryview_bytearray_gives_its_address() -> None:
     ba = bytearray(b"abcdef")
@@ -48,12 +51,12 @@ def test_region_empty_memoryview_rejected_with_value_error() -> None:
 
 
 def test_region_strided_memoryview_rejected_with_value_error() -> None:
-    with pytest.raises(ValueError, match="only supports 1d contiguous torch.Tensor or 1d c-contiguous memoryview"):
+    with pytest.raises(ValueError, match=_NOT_1D):
         as_region(memoryview(bytearray(10))[::2], "RDMABuffer data")
 
 
 def test_region_2d_memoryview_rejected_with_value_error() -> None:
-    with pytest.raises(ValueError, match="only supports 1d contiguous torch.Tensor or 1d c-contiguous memoryview"):
+    with pytest.raises(ValueError, match=_NOT_1D):
         as_region(memoryview(bytearray(8)).cast("B", (2, 4)), "RDMABuffer data")
 
 
@@ -76,7 +79,7 @@ def test_region_noncontiguous_tensor_rejected_with_value_error() -> None:
 
 def test_region_2d_tensor_rejected_with_value_error() -> None:
     # Monarch's text, with the tensor itself after "Got: ".
-    with pytest.raises(ValueError, match="only supports 1d contiguous torch.Tensor or 1d c-contiguous memoryview. Got: tensor"):
+    with pytest.raises(ValueError, match=_NOT_1D + ". Got: tensor"):
         as_region(torch.zeros(2, 3), "RDMABuffer data")
 
 

@@ -233,7 +233,8 @@ def test_region_equality_hash_and_pickle() -> None:
     assert r != Region(["a", "c"], r.slice())
     assert r != "region"
     # Monarch's Region is a Rust object with the default repr under its binding's path.
-    assert repr(r) == f"<monarch._rust_bindings.monarch_hyperactor.shape.Region object at {id(r):#x}>"
+    binding = "monarch._rust_bindings.monarch_hyperactor.shape"
+    assert repr(r) == f"<{binding}.Region object at {id(r):#x}>"
 
 
 def test_region_as_shape_and_point_of_base_rank() -> None:

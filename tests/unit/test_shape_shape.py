@@ -112,7 +112,8 @@ def test_shape_value_semantics_and_pickle() -> None:
     assert s != "shape"
     assert pickle.loads(pickle.dumps(s)) == s
     # Monarch's Rust Debug form for repr, the short form for str.
-    assert repr(s) == 'Shape { labels: ["gpus"], slice: Slice { offset: 3, sizes: [3], strides: [1] } }'
+    expected = 'Shape { labels: ["gpus"], slice: Slice { offset: 3, sizes: [3], strides: [1] } }'
+    assert repr(s) == expected
     assert str(s) == "{gpus=3}"
     assert str(_grid()) == "{hosts=4,gpus=3}"
 

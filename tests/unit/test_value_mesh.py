@@ -159,7 +159,8 @@ def test_value_mesh_slice_unknown_label_raises_type_error() -> None:
 
 
 def test_value_mesh_value_count_mismatch_raises_value_error() -> None:
-    with pytest.raises(ValueError, match="^invalid value mesh: expected 2 ranks, but contains 1 ranks$"):
+    match = "^invalid value mesh: expected 2 ranks, but contains 1 ranks$"
+    with pytest.raises(ValueError, match=match):
         ValueMesh(Shape(["gpus"], Slice.new_row_major([2])), [1])
 
 
@@ -237,5 +238,6 @@ def test_value_mesh_item_agrees_with_items(sizes: list[int], data: st.DataObject
 
 
 def test_value_mesh_indexing_raises_monarchs_type_error() -> None:
-    with pytest.raises(TypeError, match=re.escape("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")):
+    match = re.escape("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")
+    with pytest.raises(TypeError, match=match):
         _vm(gpus=2)[0]  # type: ignore[index]

@@ -81,7 +81,8 @@ class Reader(Actor):
 
     @endpoint
     def write_ones(self, buffer: RDMABuffer) -> None:
-        buffer.write_from(torch.ones(buffer.size() // 4, dtype=torch.float32).view(torch.uint8)).get()
+        ones = torch.ones(buffer.size() // 4, dtype=torch.float32)
+        buffer.write_from(ones.view(torch.uint8)).get()
 
 
 def as_floats(t):
