@@ -88,7 +88,7 @@ def describe(value: Any) -> str:
 class FetchView(ipywidgets.VBox):
     """Dropdowns for the coordinates of `endpoint`'s mesh, and the value it returns there."""
 
-    def __init__(self, endpoint: Endpoint[Any], *args: Any, **kwargs: Any) -> None:
+    def __init__(self, endpoint: Endpoint[..., Any], *args: Any, **kwargs: Any) -> None:
         if not isinstance(endpoint, Endpoint):
             raise TypeError(
                 f"FetchView needs an endpoint of an actor mesh (mesh.method), not "

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, ParamSpec, TypeVar
 
 from monarch._src.mesh.endpoint import Endpoint
 from monarch._src.runtime.future import Future
 
 __all__ = ["Accumulator"]
 
+P = ParamSpec("P")
 R = TypeVar("R")
 A = TypeVar("A")
 
 
-class Accumulator(Generic[R, A]):
+class Accumulator(Generic[P, R, A]):
     """`Accumulator(endpoint, identity, combine).accumulate(*args)` folds the replies of
     `endpoint.stream(*args)` in arrival order, starting from `identity`."""
 
-    def __init__(self, endpoint: Endpoint[R], identity: A, combine: Callable[[A, R], A]) -> None:
+    def __init__(
+        self, endpoint: Endpoint[P, R], identity: A, combine: Callable[[A, R], A]
+    ) -> None:
         if not callable(getattr(endpoint, "stream", None)):
             raise TypeError(
                 f"Accumulator needs an endpoint of an actor mesh (mesh.method), not "
@@ -27,7 +30,7 @@ class Accumulator(Generic[R, A]):
         self._identity = identity
         self._combine = combine
 
-    def accumulate(self, *args: Any, **kwargs: Any) -> Future[A]:
+    def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> Future[A]:
         """Call the endpoint on every actor; fold the replies, in arrival order, into one value."""
         futures = list(self._endpoint.stream(*args, **kwargs))
         if not futures:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import random
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh import traffic
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
 
+P = ParamSpec("P")
 R = TypeVar("R")
 
 # Installed by the tensor engine when it loads (`monarch._src.tensor.actor_calls`): encodes
@@ -69,8 +70,12 @@ def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
     return binder
 
 
-class Endpoint(Generic[R]):
-    """An endpoint of an actor mesh (or a slice of one), with the adverbs."""
+class Endpoint(Generic[P, R]):
+    """An endpoint of an actor mesh (or a slice of one), with the adverbs.
+
+    Typed as torchmonarch's: `Endpoint[P, R]`, `P` the parameters after `self`, `R` what it
+    returns (`Endpoint[..., int]` in annotations).
+    """
 
     __slots__ = ("_mesh", "_name", "_method", "_explicit", "_propagator")
 
@@ -145,14 +150,14 @@ class Endpoint(Generic[R]):
             raise self._supervision(err) from None
 
     # ---- adverbs ------------------------------------------------------------------------
-    def call_one(self, *args: Any, **kwargs: Any) -> Future[R]:
+    def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Call the single actor of this mesh; returns its value."""
         n = len(self._mesh)
         if n != 1:
             raise ValueError(f"call_one requires exactly 1 actor, but mesh has {n}")
         return self._single(0, args, kwargs)
 
-    def choose(self, *args: Any, **kwargs: Any) -> Future[R]:
+    def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Call one actor of this mesh picked at random; returns its value."""
         n = len(self._mesh)
         if n == 0:
@@ -188,7 +193,7 @@ class Endpoint(Generic[R]):
 
         return Future._create(entry.cf, decode, self._supervision)
 
-    def call(self, *args: Any, **kwargs: Any) -> Future[ValueMesh[R]]:
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
         payload = self._encode_args(args, kwargs)
         refused = self._refused()
@@ -213,7 +218,7 @@ class Endpoint(Generic[R]):
 
         return Future._create(entry.cf, gather, self._supervision)
 
-    def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[R]]:
+    def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
         payload = self._encode_args(args, kwargs)
         refused = self._refused()
@@ -230,7 +235,7 @@ class Endpoint(Generic[R]):
         futures = [Future._create(cf, self._decode_one, self._supervision) for cf in entry.cfs]
         return iter(futures)
 
-    def broadcast(self, *args: Any, **kwargs: Any) -> None:
+    def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Send to every actor without waiting; an exception there fails the actor."""
         self._post(self._encode_args(args, kwargs), None)
 
@@ -296,7 +301,7 @@ def as_endpoint(
     *,
     propagate: Any = None,
     explicit_response_port: bool = False,
-) -> Endpoint[Any]:
+) -> Endpoint[..., Any]:
     """Treat a plain method of a spawned actor mesh as an endpoint; `propagate` shapes the
     results of `rref` as `@endpoint(propagate=...)` does."""
     if not isinstance(not_an_endpoint, NotAnEndpoint):
@@ -310,7 +315,7 @@ def as_endpoint(
 
 
 def send(
-    endpoint: Endpoint[Any],
+    endpoint: Endpoint[..., Any],
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     port: Port[Any] | None = None,

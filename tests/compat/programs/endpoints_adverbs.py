@@ -16,6 +16,11 @@ from monarch.actor import (
     Accumulator,
     Actor,
     Channel,
+    Endpoint,
+    Future,
+    Port,
+    PortReceiver,
+    ValueMesh,
     as_endpoint,
     concurrent_endpoint,
     current_rank,
@@ -87,12 +92,22 @@ class Waiter(Actor):
         port.send(x * 10)
 
 
+def typed_call(ep: Endpoint[[int], int], x: int) -> Future[ValueMesh[int]]:
+    """Annotated as torchmonarch types endpoints: Endpoint[P, R] (evaluated at definition)."""
+    return ep.call(x)
+
+
+def typed_fold(acc: Accumulator[[], int, int], port: Port[int], rec: PortReceiver[int]) -> None:
+    pass
+
+
 procs = this_host().spawn_procs(per_host={"gpus": 3})
 calc = procs.spawn("calc", Calc, 100)
 first = calc.slice(gpus=0)
 
 check("endpoint repr", calc.add)
 check("plain method repr", calc.plain)
+check("call through Endpoint[[int], int] annotation", list(typed_call(calc.add, 1).get().values()))
 check("call positional", list(calc.add.call(1).get().values()))
 check("call with defaults overridden", list(calc.add.call(1, 2, c=3).get().values()))
 check("call_one kwargs", first.add.call_one(a=5, b=5).get())
