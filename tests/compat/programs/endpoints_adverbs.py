@@ -91,6 +91,15 @@ class Waiter(Actor):
     async def cported(self, port, x: int) -> None:
         port.send(x * 10)
 
+    @concurrent_endpoint
+    async def cfail(self, msg: str) -> None:
+        await asyncio.sleep(0)
+        raise ValueError(msg)
+
+    @endpoint(explicit_response_port=True)
+    async def port_exception(self, port, msg: str) -> None:
+        port.exception(ValueError(msg))
+
 
 def typed_call(ep: Endpoint[[int], int], x: int) -> Future[ValueMesh[int]]:
     """Annotated as torchmonarch types endpoints: Endpoint[P, R] (evaluated at definition)."""
@@ -150,6 +159,12 @@ check("concurrent endpoint result", pending.get())
 check("history after release", waiter.history.call_one().get())
 check("async explicit port", waiter.aported.call_one(1).get())
 check("concurrent explicit port", waiter.cported.call_one(4).get())
+try:
+    waiter.cfail.call_one("concurrent body raised").get()
+except Exception as e:
+    check("concurrent endpoint error", (type(e).__name__, e.message, repr(e.exception)))
+raises("explicit port answered with an exception", waiter.port_exception.call_one("answered").get)
+check("waiter alive after errors", waiter.aported.call_one(10).get())
 
 raises("missing argument", calc.add.call)
 raises("too many positional", calc.add.call, 1, 2, 3)
