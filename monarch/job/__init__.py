@@ -2,10 +2,12 @@
 
 A job is a declarative spec: `ProcessJob({"trainers": 2})`, `SlurmJob({"trainers": 4}, ...)`,
 `DaskJob(cluster, meshes={...})`. `job.state()` brings it up (or reuses the one cached in
-`.monarch/job_state.pkl`) and returns its host meshes by name: `job.state().trainers`.
-`hosts_from_config(name)` is the same function as `monarch.actor.hosts_from_config`.
-`PortForwarder` is an actor that forwards TCP ports between proc meshes. `exec_command` runs a plain program on every proc of a host mesh; `sync_workspace` ships a local
-directory to the hosts. The `monarch` command line drives the same objects.
+`.monarch/job_state.pkl`) and returns its host meshes by name: `job.state().trainers`;
+`job.apply("client.py")` runs a batch client that reuses the job. `hosts_from_config(name)` is
+the same function as `monarch.actor.hosts_from_config`. `PortForwarder` is an actor that
+forwards TCP ports between proc meshes. `exec_command` runs a plain program on every proc of a
+host mesh (with the torchrun environment); `sync_workspace` ships a local directory to the
+hosts. The `monarch` command line drives the same objects.
 
 `DEFAULT_JOB_PATH` is where `job.state()` caches the applied job and where `job_load()` reads it
 by default: `.monarch/job_state.pkl`.

@@ -71,13 +71,15 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
         unchanged = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
                             "--rank", "1", "--", "python", "plain.py")
         assert "sent 0 files" in unchanged.stderr
-        assert unchanged.stdout == "[1] rank 1 of 2 v1 torchrun 1 0 2 True\n"  # one proc per host: local 0
-        assert unchanged.returncode == 4
+        # --rank picks host 1; its one proc is rank 0 of the procs spawned there
+        assert unchanged.stdout == "[0] rank 0 of 1 v1 torchrun 0 0 1 True\n"
+        assert unchanged.returncode == 3
 
         (project / "ws" / "data.txt").write_text("v2")
         changed = monarch(project, "exec", "--workspace", "ws", "--workspace-dest", dest,
                           "--rank", "0", "--", "python", "plain.py")
-        assert "sent 2 files" in changed.stderr  # the changed file, to each host and changed.stdout == "[0] rank 0 of 2 v2\n"
+        assert "sent 2 files" in changed.stderr  # the changed file, to each host
+        assert changed.stdout == "[0] rank 0 of 1 v2 torchrun 0 0 1 True\n"
 
         shell = monarch(project, "shell", "--host", "1",
                         stdin="cd ws\ncat data.txt\necho $MONARCH_SIZE_HOSTS\n")

@@ -28,30 +28,39 @@ def test_exec_command_streams_rank_prefixed_output_and_returns_max(tmp_path) -> 
     script = tmp_path / "plain.py"
     script.write_text(SCRIPT)
     out, err = io.StringIO(), io.StringIO()
-    code = exec_command(this_host(), [str(script)], per_host={"gpus": 3},
-                        output_dir=str(tmp_path / "logs"), stdout=out, stderr=err
+    code = exec_command(this_host(), [str(script)], per_host={"gpus": 3}, stdout=out, stderr=err
                         ).get(timeout=TIMEOUT)
     assert code == 2
     assert sorted(out.getvalue().splitlines()) == ["[0] out 0 0/3", "[1] out 1 1/3",
                                                    "[2] out 2 2/3"]
     assert sorted(err.getvalue().splitlines()) == ["[0] err 0", "[1] err 1", "[2] err 2"]
-    # stdout and stderr are read by two threads: their relative order is not defined
-    assert sorted((tmp_path / "logs" / "rank_1.log").read_text().splitlines()) == [
-        "stderr: err 1", "stdout: out 1 1/3"]
 
 
-def test_exec_command_one_rank_with_env_and_workdir(tmp_path) -> None:
+def test_exec_command_output_dir_per_proc_files_as_torchmonarch(tmp_path) -> None:
     out = io.StringIO()
-    code = exec_command(this_host(), "echo $GREETING $(pwd) $MONARCH_RANK", env={"GREETING": "hi"},
-                        workdir=str(tmp_path), rank=1, per_host={"gpus": 2},
+    code = exec_command(this_host(), "echo out $MONARCH_RANK_gpus; echo err >&2",
+                        per_host={"gpus": 2}, output_dir=str(tmp_path / "logs" / "$SUBDIR"),
                         stdout=out).get(timeout=TIMEOUT)
+    assert code == 0 and out.getvalue() == ""  # to the files, not the caller
+    for g in (0, 1):
+        assert (tmp_path / "logs" / f"gpus_{g}" / "stdout.txt").read_text() == f"out {g}\n"
+        assert (tmp_path / "logs" / f"gpus_{g}" / "stderr.txt").read_text() == "err\n"
+
+
+def test_exec_command_one_host_with_env_and_workdir(tmp_path) -> None:
+    out = io.StringIO()
+    # rank picks a host (this_host() has one); per_host procs run on it
+    code = exec_command(this_host(), "echo $GREETING $(pwd) $MONARCH_RANK $MONARCH_SIZE_gpus",
+                        env={"GREETING": "hi"}, workdir=str(tmp_path), rank=0,
+                        per_host={"gpus": 2}, stdout=out).get(timeout=TIMEOUT)
     assert code == 0
-    assert out.getvalue() == f"[1] hi {tmp_path} 1\n"
+    assert sorted(out.getvalue().splitlines()) == [f"[0] hi {tmp_path} 0 2",
+                                                   f"[1] hi {tmp_path} 1 2"]
 
 
 def test_exec_command_bad_rank_names_range() -> None:
-    with pytest.raises(IndexError, match="rank 5 is out of range for 2 procs"):
-        exec_command(this_host(), "true", rank=5, per_host={"gpus": 2}).get(timeout=TIMEOUT)
+    with pytest.raises(IndexError, match="rank 1 is out of range for 1 hosts"):
+        exec_command(this_host(), "true", rank=1, per_host={"gpus": 2}).get(timeout=TIMEOUT)
 
 
 def test_exec_command_empty_command_is_rejected() -> None:

@@ -37,13 +37,23 @@ _COMMAND_TIMEOUT = 24 * 3600.0
 
 
 def rank_env(point: Any) -> dict[str, str]:
-    """`MONARCH_RANK_<dim>`/`MONARCH_SIZE_<dim>` (plus flat `MONARCH_RANK`, `MONARCH_WORLD_SIZE`)."""
+    """`MONARCH_RANK_<dim>`/`MONARCH_SIZE_<dim>` (plus flat `MONARCH_RANK`, `MONARCH_WORLD_SIZE`).
+
+    Each dimension appears as its label is written (`MONARCH_RANK_gpus`, as torchmonarch sets it)
+    and upper-cased (`MONARCH_RANK_GPUS`).
+    """
     world = math.prod(point.extent.sizes)
     env = {"MONARCH_RANK": str(point.rank), "MONARCH_WORLD_SIZE": str(world)}
     for label, size in zip(point.extent.labels, point.extent.sizes):
-        env[f"MONARCH_RANK_{label.upper()}"] = str(point[label])
-        env[f"MONARCH_SIZE_{label.upper()}"] = str(size)
+        for name in {label, label.upper()}:
+            env[f"MONARCH_RANK_{name}"] = str(point[label])
+            env[f"MONARCH_SIZE_{name}"] = str(size)
     return env
+
+
+def subdir(point: Any) -> str:
+    """What `$SUBDIR` in an `output_dir` becomes for a proc: `hosts_1_gpus_0`."""
+    return "_".join(f"{label}_{point[label]}" for label in point.extent.labels)
 
 
 def _argv(cmd: str | Sequence[str]) -> list[str] | str:
@@ -80,11 +90,13 @@ class BashActor(Actor):
         workdir: str | None,
         out: Port[tuple[int, str, str]],
         master: tuple[str, int, int] | None = None,
+        output_dir: str | None = None,
     ) -> int:
         """Run `cmd`, sending `(rank, "stdout"|"stderr", line)` to `out`; returns its exit code.
 
         With `master` (host, port, procs per host), the command also gets the torchrun
-        environment."""
+        environment. With `output_dir` (`$SUBDIR` expanded), its output goes to `stdout.txt`
+        and `stderr.txt` there, on this host, instead of to `out`."""
         point = self.point
         child_env = dict(os.environ)
         child_env.update(rank_env(point))
@@ -96,6 +108,14 @@ class BashActor(Actor):
         child_env.update(env or {})
         child_env.setdefault("PYTHONUNBUFFERED", "1")
         argv = _argv(cmd)
+        if output_dir is not None:
+            where = output_dir.replace("$SUBDIR", subdir(point))
+            os.makedirs(where, exist_ok=True)
+            with open(os.path.join(where, "stdout.txt"), "wb") as fo, \
+                    open(os.path.join(where, "stderr.txt"), "wb") as fe:
+                return subprocess.run(argv, shell=isinstance(argv, str), cwd=workdir,
+                                      env=child_env, stdin=subprocess.DEVNULL, stdout=fo,
+                                      stderr=fe, check=False).returncode
         proc = subprocess.Popen(
             argv,
             shell=isinstance(argv, str),
@@ -146,9 +166,12 @@ def exec_command(
     """Run `cmd` on every proc of `host_mesh` (or one rank/point); returns the largest exit code.
 
     Procs are spawned (`per_host` per host, default one), each runs `cmd` with its rank in the
-    environment, output lines are printed as `[rank] line` while they arrive (also written to
-    `output_dir/rank_<r>.log` if given), then the procs are stopped. `workspace` first syncs a
-    local directory to the hosts (see `sync_workspace`) and runs there unless `workdir` is given.
+    environment, output lines are printed as `[rank] line` while they arrive, then the procs are
+    stopped. As in torchmonarch: `rank` picks one host of the flattened host mesh and `point`
+    a slice of it (the procs are spawned there); with `output_dir`, each proc writes its output
+    to `stdout.txt`/`stderr.txt` in that directory on its host (`$SUBDIR` in it becomes the
+    proc's point, e.g. `hosts_1_gpus_0`) and nothing is printed. `workspace` first syncs a local
+    directory to the hosts (see `sync_workspace`) and runs there unless `workdir` is given.
     """
     if rank is not None and point is not None:
         raise ValueError("exec_command takes rank or point, not both. Pass one of them.")
@@ -185,6 +208,13 @@ def _run(
 ) -> int:
     if isinstance(cmd, str) and not cmd.strip():
         raise ValueError("exec_command got an empty command. Pass a string or a non-empty list.")
+    if rank is not None:
+        n = len(hosts)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < n:
+            raise IndexError(f"exec_command rank {rank!r} is out of range for {n} hosts; it "
+                             "picks one host of the flattened host mesh.")
+        if hosts.sizes:
+            hosts = hosts.flatten("rank").slice(rank=rank)
     if workspace is not None:
         from monarch._src.job.workspace import sync_workspace
 
@@ -194,16 +224,7 @@ def _run(
     procs = hosts.spawn_procs(per_host=per_host or {}, name="exec")
     try:
         actors: Any = procs.spawn("_BashActor", BashActor)
-        if rank is not None:
-            n = len(procs)
-            if not 0 <= rank < n:
-                raise IndexError(f"exec_command rank {rank} is out of range for {n} procs.")
-            if procs.sizes:
-                actors = actors.flatten("rank").slice(rank=slice(rank, rank + 1))
         port, receiver = Channel[tuple[int, str, str]].open()
-        files: dict[int, TextIO] = {}
-        if output_dir is not None:
-            os.makedirs(output_dir, exist_ok=True)
 
         def printer() -> None:
             while True:
@@ -214,12 +235,6 @@ def _run(
                 stream = out_stream if kind == "stdout" else err_stream
                 stream.write(f"[{r}] {line}\n")
                 stream.flush()
-                if output_dir is not None:
-                    f = files.get(r)
-                    if f is None:
-                        f = files[r] = open(  # noqa: SIM115 - kept open for the whole run, closed below
-                            os.path.join(output_dir, f"rank_{r}.log"), "a")
-                    f.write(f"{kind}: {line}\n")
 
         printing = threading.Thread(target=printer, name="monarch-exec-print", daemon=True)
         printing.start()
@@ -228,12 +243,11 @@ def _run(
                 else actors
             # The procs of a host are its "node": per_host's dims are the local ones.
             master = (*first.get_host_port.call_one().get(), math.prod((per_host or {}).values()))
-            codes = actors.run.call(_argv_checked(cmd), env, workdir, port, master).get()
+            codes = actors.run.call(_argv_checked(cmd), env, workdir, port, master,
+                                    output_dir).get()
         finally:
             port.send(None)  # type: ignore[arg-type]  # end marker, after every remote line
             printing.join(timeout=_STOP_TIMEOUT)
-            for f in files.values():
-                f.close()
         return int(max(code for _, code in codes.items()))
     finally:
         procs.stop().get(timeout=_STOP_TIMEOUT)

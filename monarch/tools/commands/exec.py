@@ -26,10 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--workspace", default=None, help="local directory to sync to the hosts")
     p.add_argument("--workspace-dest", default=None, help="where the workspace lands remotely")
     p.add_argument("--workdir", default=None, help="working directory of the command")
-    p.add_argument("--rank", type=int, default=None, help="run on this flat rank only")
+    p.add_argument("--rank", type=int, default=None,
+                   help="run on this host only (its rank in the flattened host mesh)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable (repeatable)")
-    p.add_argument("--output-dir", default=None, help="also write each rank's output here")
+    p.add_argument("--output-dir", default=None,
+                   help="write each proc's stdout.txt/stderr.txt here on its host instead of "
+                   "printing ($SUBDIR becomes the proc's point, e.g. hosts_1_gpus_0)")
     p.add_argument("cmd", nargs=argparse.REMAINDER, help="the command (after --)")
     p.set_defaults(func=run)
 
