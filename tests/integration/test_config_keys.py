@@ -356,10 +356,12 @@ _UNIX_PROGRAM = textwrap.dedent("""
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("word", "scheme"), [("unix", "unix"), ("ipc", "unix"),
-                                              ("tcp-localhost", "tcp")])
+                                              ("explicit", "unix"), ("tcp-localhost", "tcp")])
 def test_enable_transport_unix_makes_client_and_procs_use_unix_sockets(
     tmp_path: Path, word: str, scheme: str
 ) -> None:
+    if word == "explicit":  # the client at a given path, its procs at fresh ones
+        word = f"unix://{tmp_path}/client.sock"
     script = tmp_path / "unix_transport.py"
     script.write_text(_UNIX_PROGRAM)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MONARCH_", "HYPERACTOR_"))}

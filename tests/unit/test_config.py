@@ -112,7 +112,7 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "supervision_watchdog_timeout": "2m",
     "proc_stop_max_idle": "30s",
     "get_proc_state_max_idle": "1m",
-    "mesh_admin_addr": None,
+    "mesh_admin_addr": "",
     "mesh_attach_config_timeout": "1m",
     "mesh_orphan_timeout": "30s",
     "rdma_allow_tcp_fallback": True,
@@ -242,7 +242,10 @@ def test_get_unknown_key_raises_value_error() -> None:
         ("default_encoding", "Json", "Encoding", "str"),
         ("default_transport", 5, "ChannelTransport or str", "int"),
         ("tls_ca_file", 5, "str", "int"),
-        ("mesh_admin_addr", 5, "str or None", "int"),
+        ("mesh_admin_addr", 5, "str", "int"),
+        ("mesh_admin_addr", None, "str", "NoneType"),
+        ("rdma_ibverbs_target", None, "str", "NoneType"),
+        ("channel_tcp_congestion", True, "str", "bool"),
         ("remote_alloc_allowed_port_range", (1, 2), "slice", "tuple"),
     ],
 )
@@ -275,9 +278,9 @@ def test_configure_one_bad_value_changes_nothing() -> None:
 
 
 def test_configure_none_on_nullable_key_is_accepted() -> None:
-    configure(mesh_admin_addr="[::]:1729")
-    configure(mesh_admin_addr=None)
-    assert internal.get("mesh_admin_addr") is None
+    configure(host_listen_address="tcp://10.0.0.1:0")
+    configure(host_listen_address=None)
+    assert internal.get("host_listen_address") is None
 
 
 _SAMPLES: dict[str, object] = {
@@ -339,7 +342,8 @@ def test_transport_keyword_maps_to_member(text: str, member: ChannelTransport) -
     assert internal.get("default_transport") is member
 
 
-@pytest.mark.parametrize("address", ["tcp://localhost:1234", "tls://10.0.0.1:0", "tcp://[::1]:80"])
+@pytest.mark.parametrize("address", ["tcp://localhost:1234", "tls://10.0.0.1:0", "tcp://[::1]:80",
+                                     "unix:///tmp/monarch.sock"])
 def test_transport_explicit_address_kept_as_string(address: str) -> None:
     assert internal.parse_transport(address) == address
     with configured(default_transport=address) as merged:
@@ -348,7 +352,8 @@ def test_transport_explicit_address_kept_as_string(address: str) -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["bogus", "", "http://host:1", "tcp://host", "tcp://:80", "tcp://host:99999", "tcp://::1:80"],
+    ["bogus", "", "http://host:1", "tcp://host", "tcp://:80", "tcp://host:99999", "tcp://::1:80",
+     "unix://@abstract", "unix://relative/path"],
 )
 def test_transport_invalid_string_raises_value_error_listing_forms(bad: str) -> None:
     with pytest.raises(ValueError, match="'tcp-localhost', 'ipc', 'unix'") as info:
@@ -448,7 +453,7 @@ def test_snapshot_pickled_and_applied_replaces_runtime_layer() -> None:
          "remote_alloc_allowed_port_range", slice(26600, 26610)),
         ("MONARCH_REMOTE_ALLOC_ALLOWED_PORT_RANGE", "100:", "remote_alloc_allowed_port_range",
          slice(100, None)),
-        ("MONARCH_MESH_ADMIN_ADDR", "", "mesh_admin_addr", None),
+        ("MONARCH_MESH_ADMIN_ADDR", "", "mesh_admin_addr", ""),
         ("MONARCH_TLS_CA_FILE", "/etc/ca.pem", "tls_ca_file", "/etc/ca.pem"),
     ],
 )

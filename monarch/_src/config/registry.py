@@ -103,6 +103,8 @@ def _peer_affinity(value: object) -> object:
 
 def _admin_addr(value: object) -> object:
     text = str(value).strip()
+    if not text:
+        return text
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 <= int(port) <= 65535:
         raise ValueError(
@@ -235,10 +237,11 @@ _TABLE: tuple[ConfigKey, ...] = (
          "A proc whose controller has been unreachable this long stops itself.", _MESH),
     _key("mesh_attach_config_timeout", _D, "1m",
          "How long attaching to remote workers may take to exchange config.", _MESH),
-    _key("mesh_admin_addr", _S, None,
+    _key("mesh_admin_addr", _S, "",
          "Listen address 'host:port' of the client's control server (`monarch debug`, "
-         "`stacks`, `top`); None: MONARCH_DEBUG_SERVER_HOST/PORT or localhost:27000.", _MESH,
-         nullable=True, check=_admin_addr),
+         "`stacks`, `top`); '': MONARCH_DEBUG_SERVER_HOST/PORT or localhost:27000. (Meta's "
+         "Monarch defaults to '[::]:1729'; here the server stays on loopback unless asked.)",
+         _MESH, check=_admin_addr),
     # Logging.
     _key("enable_log_forwarding", _B, False,
          "Forward child procs' stdout/stderr to the client; True by default under IPython.",

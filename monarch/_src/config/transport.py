@@ -65,13 +65,14 @@ def _refused(value: object, word: str) -> ValueError:
         f"connections, 'unix' for procs on this host, or 'tcp' to reach remote hosts."
     )
 
-# Schemes whose explicit "scheme://host:port" form is kept verbatim.
-_ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls")
+# Schemes whose explicit "scheme://host:port" (or "unix:///path") form is kept verbatim.
+_ADDRESS_SCHEMES: tuple[str, ...] = ("tcp", "tls", "unix")
 
 
 def _accepted_forms() -> str:
     keywords = ", ".join(repr(word) for word in _KEYWORDS)
-    addresses = ", ".join(f"'{scheme}://host:port'" for scheme in _ADDRESS_SCHEMES)
+    addresses = ", ".join(f"'{scheme}://host:port'" for scheme in _ADDRESS_SCHEMES[:2])
+    addresses += ", 'unix:///path'"
     return f"{keywords}, or an explicit address such as {addresses}"
 
 
@@ -120,6 +121,11 @@ def parse_transport(value: ChannelTransport | str) -> ChannelTransport | str:
     if sep:
         if scheme.lower() not in _ADDRESS_SCHEMES:
             raise _invalid(value, f"scheme {scheme!r} is not supported")
+        if scheme.lower() == "unix":
+            if not rest.startswith("/"):
+                raise _invalid(value, "a unix address is 'unix:///absolute/path' (abstract "
+                                      "'@name' sockets are not supported)")
+            return text
         _check_address(value, rest)
         return text
     raise _invalid(value, "it is neither a known keyword nor an address")

@@ -177,10 +177,11 @@ def set_congestion_control(sock: socket.socket) -> None:
 
 
 def default_listen_address() -> str:
-    """Where a proc listens when not told: a unix socket under the `Unix` transport, else
-    loopback (tcp, or tls when TLS is on)."""
+    """Where a proc listens when not told: a fresh unix socket under the `Unix` transport (or a
+    'unix://' client address), else loopback (tcp, or tls when TLS is on)."""
     transport = config_get("default_transport")
-    if getattr(transport, "value", None) == "unix":
+    unix_address = isinstance(transport, str) and transport.startswith("unix://")
+    if getattr(transport, "value", None) == "unix" or unix_address:
         if tls_enabled():
             raise ValueError(
                 "default_transport is Unix but TLS is on (enable_tls): unix-domain sockets are "
