@@ -385,7 +385,7 @@ def test_unix_transport_with_tls_is_refused() -> None:
 # -- channel_tcp_congestion, small_write_threshold -----------------------------------------
 
 
-def _connected_socket(algorithm: str) -> socket.socket:
+def _connected_socket(algorithm: str, keepalive: str = "1m") -> socket.socket:
     """Two transports over loopback tcp; the socket the sender took over from its comm."""
     from monarch._src.transport.comm import Transport
 
@@ -404,7 +404,7 @@ def _connected_socket(algorithm: str) -> socket.socket:
             await a.close()
             await b.close()
 
-    with configured(channel_tcp_congestion=algorithm):
+    with configured(channel_tcp_congestion=algorithm, channel_tcp_keepalive_idle=keepalive):
         return asyncio.run(run())
 
 
@@ -433,6 +433,42 @@ def test_channel_tcp_congestion_unknown_algorithm_is_logged_and_default_kept(
     with caplog.at_level("WARNING"), _connected_socket("nosuchalgo") as sock:
         assert _congestion(sock) == default
     assert "channel_tcp_congestion='nosuchalgo' was refused by the kernel" in caplog.text
+
+
+@pytest.mark.timeout(60)
+def test_channel_tcp_keepalive_idle_sets_the_keepalive_of_proc_connections() -> None:
+    for setting, seconds in (("1m", 60), ("17s", 17)):
+        with _connected_socket("", keepalive=setting) as sock:
+            assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+            assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == seconds
+
+
+def _fake_py_spy(folder: Path, body: str) -> Path:
+    script = folder / "fake-py-spy"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.timeout(60)
+def test_pyspy_bin_names_the_py_spy_that_stack_dumps_run(tmp_path: Path) -> None:
+    from monarch._src.admin.stacks import _py_spy
+
+    script = _fake_py_spy(tmp_path, 'echo "dump of $3"')
+    with configured(pyspy_bin=str(script)):
+        assert _py_spy(1234) == ("dump of 1234\n", "")
+    with configured(pyspy_bin=str(tmp_path / "absent")):
+        assert _py_spy(1234) == (None, f"pyspy_bin {str(tmp_path / 'absent')!r} is not an "
+                                       "executable")
+
+
+@pytest.mark.timeout(60)
+def test_mesh_admin_pyspy_timeout_bounds_a_py_spy_dump(tmp_path: Path) -> None:
+    from monarch._src.admin.stacks import _py_spy
+
+    script = _fake_py_spy(tmp_path, "exec sleep 600")  # a py-spy that never finishes
+    with configured(pyspy_bin=str(script), mesh_admin_pyspy_timeout="1s"):
+        assert _py_spy(1234) == (None, "timed out after 1 s (mesh_admin_pyspy_timeout)")
 
 
 def test_small_write_threshold_decides_which_buffers_are_sent_by_reference() -> None:

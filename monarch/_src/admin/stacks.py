@@ -28,7 +28,6 @@ from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_starte
 
 __all__ = ["StackDump", "dump_stacks", "install_stacks", "python_stacks"]
 
-_PY_SPY_TIMEOUT = 10.0  # seconds py-spy may take to attach and dump
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,23 @@ def python_stacks(rt: Runtime | None = None, skip_current: bool = False) -> str:
 
 
 def _py_spy(pid: int) -> tuple[str | None, str]:
-    exe = shutil.which("py-spy") or _venv_py_spy()
+    from monarch._src.config import duration_seconds, get as config_get
+
+    configured = str(config_get("pyspy_bin"))
+    if configured:
+        exe: str | None = shutil.which(configured)
+        if exe is None:
+            return None, f"pyspy_bin {configured!r} is not an executable"
+    else:
+        exe = shutil.which("py-spy") or _venv_py_spy()
     if exe is None:
         return None, "not installed"
+    timeout = duration_seconds("mesh_admin_pyspy_timeout")
     try:
         done = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                              timeout=_PY_SPY_TIMEOUT)
+                              timeout=timeout)
     except subprocess.TimeoutExpired:
-        return None, f"timed out after {_PY_SPY_TIMEOUT:.0f} s"
+        return None, f"timed out after {timeout:g} s (mesh_admin_pyspy_timeout)"
     except OSError as exc:
         return None, f"could not run: {exc}"
     if done.returncode != 0:

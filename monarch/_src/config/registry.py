@@ -143,6 +143,17 @@ _BATCHING = ("Sends are batched per peer automatically: everything queued during
 _STATE = ("There is no state query with a timeout here: wait on `initialized` of an actor or proc "
           "mesh, and handle failures with __supervise__ / unhandled_fault_hook.")
 
+_NO_RECONNECT = ("A connection between procs that breaks is not re-established: what waited on "
+                 "it fails with a SupervisionError at once.")
+_ADMIN = ("The admin server here is the client's control server (`monarch debug`, `stacks`, "
+          "`top`, at mesh_admin_addr); it has no such setting. py-spy's timeout is "
+          "mesh_admin_pyspy_timeout.")
+_SPAWN = "Procs are forked by the host's fork server (the zygote); there is no other launcher."
+_TELEMETRY = ("There is no telemetry pipeline to configure: monarch.actor's traced/span/get_meter "
+              "use OpenTelemetry whenever a tracer or meter provider is installed.")
+_VERBS = ("The verbs plane uses one device and one queue pair per peer, with no striping or "
+          "tuning; rdma_ibverbs_target picks the device, rdma_max_chunk_size_mb the chunk size.")
+
 _TABLE: tuple[ConfigKey, ...] = (
     # Transport and messaging.
     _key("default_transport", Kind.TRANSPORT, ChannelTransport.TcpWithLocalhost,
@@ -288,6 +299,94 @@ _TABLE: tuple[ConfigKey, ...] = (
          "Which peer devices a local device pairs with: '' or 'any' (the only choices here: "
          "each process uses one device).", _M, check=_peer_affinity),
     _key("rdma_runtime_worker_threads", _I, 4, "Threads serving RDMA transfers.", _M),
+    # Keys of Meta's Monarch 0.7.0 beyond its documented `configure` arguments.
+    _key("channel_tcp_keepalive_idle", _D, "1m",
+         "TCP connections between procs send keepalive probes after this long idle "
+         "(TCP_KEEPIDLE).", _H),
+    _refused_key("channel_reconnect_timeout", _D, "1m",
+                 "How long a broken channel keeps reconnecting.", _H, _NO_RECONNECT),
+    _refused_key("pending_actor_delivery_timeout", _D, "30s",
+                 "How long messages wait for an actor that is still being spawned.", _H,
+                 "Messages to an actor that is still starting wait in its queue; "
+                 "message_delivery_timeout bounds delivery."),
+    _refused_key("server_heartbeat_interval", _D, "1s", "Heartbeat of a channel server.", _H,
+                 "Set heartbeat_interval (procs on this host) or host_heartbeat_interval "
+                 "(remote hosts)."),
+    _refused_key("stop_grace_period", _D, "10s", "Grace period of a remote stop.", _H,
+                 "Set stop_actor_timeout and mesh_terminate_timeout."),
+    _refused_key("terminated_snapshot_retention", _I, 100,
+                 "Snapshots of terminated procs kept for the admin server.", _H, _ADMIN),
+    _refused_key("sequencer_max_locked_keys", _I, 128, "Keys the message sequencer locks.", _H,
+                 "Messages are ordered by one stream per pair of procs; there is no sequencer."),
+    _refused_key("max_cast_fanout", _I, 16, "Fan-out of a cast's forwarding tree.", _MESH,
+                 "Casts go from the caller straight to every proc of the mesh, not through a "
+                 "tree, so there is no fan-out to limit."),
+    _refused_key("forwarder_flush_timeout", _D, "5s", "How long a log flush may take.", _MESH,
+                 "Log flushes wait process_exit_timeout."),
+    _refused_key("file_log_level", _S, "", "Level of the runtime's file log.", _MESH,
+                 "Runtime logs go through Python logging; configure it (or set "
+                 "ProcMesh.logging_option(level=...))."),
+    _refused_key("monarch_log_suffix", _S, "", "Suffix of the runtime's log file names.", _MESH,
+                 "There is no runtime log file; enable_file_capture writes procs' output to "
+                 "files."),
+    _refused_key("proc_launcher_kind", _S, "", "How procs are launched.", _MESH, _SPAWN),
+    _refused_key("use_direct_spawn", _B, False, "Spawn procs without a host agent.", _MESH,
+                 _SPAWN),
+    _refused_key("tokio_worker_threads", _I, None, "Threads of the Rust runtime.", _M,
+                 "This implementation has no Rust runtime; each proc runs one asyncio loop."),
+    _refused_key("enable_unawaited_python_task_traceback", _B, False,
+                 "Tracebacks for unawaited Python tasks.", _M,
+                 "Run Python with -X dev (or PYTHONASYNCIODEBUG=1) for asyncio's own reports."),
+    _refused_key("process_memory_metric_interval", _D, "5m", "How often memory is sampled.",
+                 _MESH, _TELEMETRY),
+    _refused_key("enable_otel_tracing", _B, True, "Export traces through OpenTelemetry.", _M,
+                 _TELEMETRY),
+    _refused_key("enable_otel_metrics", _B, True, "Export metrics through OpenTelemetry.", _M,
+                 _TELEMETRY),
+    _refused_key("otel_metric_export_interval", _D, "1s", "How often metrics are exported.",
+                 _M, _TELEMETRY),
+    _refused_key("enable_recorder_tracing", _B, True, "Keep a flight recorder of spans.", _M,
+                 _TELEMETRY),
+    _refused_key("enable_sqlite_tracing", _B, False, "Write spans to SQLite.", _M, _TELEMETRY),
+    _refused_key("scuba_log_enter_exit", _B, False, "Log span enter/exit to Scuba.", _M,
+                 _TELEMETRY),
+    _key("pyspy_bin", _S, "",
+         "The py-spy executable `monarch stacks` runs in the proc being dumped; '' looks for "
+         "py-spy on PATH, then next to the interpreter.", _MESH),
+    _key("mesh_admin_pyspy_timeout", _D, "10s",
+         "How long py-spy may take to dump one proc's stacks (`monarch stacks`).", _MESH),
+    _refused_key("mesh_admin_pyspy_bridge_timeout", _D, "13s", "py-spy bridge timeout.", _MESH,
+                 _ADMIN),
+    _refused_key("mesh_admin_pyspy_client_timeout", _D, "20s", "py-spy client timeout.", _MESH,
+                 _ADMIN),
+    _refused_key("mesh_admin_pyspy_max_profile_duration", _D, "5m",
+                 "Longest py-spy profile.", _MESH, _ADMIN),
+    _refused_key("mesh_admin_config_dump_bridge_timeout", _D, "5s", "Config dump timeout.",
+                 _MESH, _ADMIN),
+    _refused_key("mesh_admin_max_concurrent_resolves", _I, 2, "Concurrent admin resolves.",
+                 _MESH, _ADMIN),
+    _refused_key("mesh_admin_query_child_timeout", _D, "100ms", "Admin child query timeout.",
+                 _MESH, _ADMIN),
+    _refused_key("mesh_admin_resolve_actor_timeout", _D, "200ms",
+                 "Admin actor resolution timeout.", _MESH, _ADMIN),
+    _refused_key("mesh_admin_single_host_timeout", _D, "3s", "Admin per-host query timeout.",
+                 _MESH, _ADMIN),
+    _refused_key("mesh_admin_tree_timeout", _D, "10s", "Admin tree query timeout.", _MESH,
+                 _ADMIN),
+    _refused_key("rdma_cq_poller_per_device", _B, True, "One completion poller per device.",
+                 _M, _VERBS),
+    _refused_key("rdma_host_odp", _B, False, "On-demand paging for host memory.", _M, _VERBS),
+    _refused_key("rdma_max_nics_per_buffer", _I, None, "NICs a buffer is registered on.", _M,
+                 _VERBS),
+    _refused_key("rdma_min_stripe_size_kb", _I, 512, "Smallest stripe of a transfer.", _M,
+                 _VERBS),
+    _refused_key("rdma_qp_init_timeout", _D, "30s", "Queue pair setup timeout.", _M, _VERBS),
+    _refused_key("rdma_qps_per_cq", _I, 64, "Queue pairs per completion queue.", _M, _VERBS),
+    _refused_key("rdma_qps_per_peer", _I, 4, "Queue pairs per peer.", _M, _VERBS),
+    _refused_key("rdma_tcp_fallback_parallelism", _I, 1,
+                 "Parallel connections of the TCP fallback.", _M,
+                 "The TCP plane moves each transfer on the peers' existing connection; "
+                 "rdma_max_chunk_size_mb sets its chunk size."),
     # Monarch-specific runtime keys.
     _key("heartbeat_interval", _D, "1s", "How often a proc tells its controller it is alive.", _M),
     _key("heartbeat_timeout", _D, "10s",

@@ -41,7 +41,7 @@ from distributed.comm.core import Comm, CommClosedError
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
-from monarch._src.config import get as config_get
+from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.transport import unix
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
@@ -151,6 +151,11 @@ def _take_socket(comm: Comm) -> socket.socket:
     if sock.family in (socket.AF_INET, socket.AF_INET6):  # not for unix-domain sockets
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         set_congestion_control(sock)
+        idle = getattr(socket, "TCP_KEEPIDLE", None)
+        if idle is not None:  # channel_tcp_keepalive_idle (Dask's comm turned keepalive on)
+            seconds = max(1, int(duration_seconds("channel_tcp_keepalive_idle")))
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, idle, seconds)
     return sock
 
 
