@@ -186,3 +186,13 @@ def test_local_job_batch_client_reuses_the_cached_job(in_tmp) -> None:
 def test_batch_client_script_must_exist(in_tmp) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         LocalJob().apply("missing.py")
+
+
+def test_local_job_process_is_the_batch_client(in_tmp) -> None:
+    with pytest.raises(ValueError, match="no local batch job"):
+        LocalJob().process  # noqa: B018
+    (in_tmp / "client.py").write_text("raise SystemExit(4)\n")
+    job = LocalJob()
+    job.apply("client.py")
+    assert job.process.wait(timeout=60) == 4
+    assert job_load(filename=DEFAULT_JOB_PATH) is not None  # torchmonarch's parameter name

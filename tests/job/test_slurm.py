@@ -150,3 +150,23 @@ def test_slurm_job_batch_mode_runs_the_client_inside_the_allocation(slurm, tmp_p
     out = (tmp_path / "logs" / f"slurm-{job.job_id}.out")
     assert (tmp_path / "result.txt").exists(), out.read_text() if out.exists() else "no log"
     assert (tmp_path / "result.txt").read_text() == " ".join([job.job_id] * 3)
+
+
+def test_add_mesh_bind_to_and_share_node() -> None:
+    job = SlurmJob({"a": 1}, bind_to="0.0.0.0")
+    job.add_mesh("b", 2)
+    assert job.nodes == 3 and "#SBATCH --nodes=3" in job.sbatch_script().splitlines()
+    assert "tcp://0.0.0.0:$((22222 + SLURM_LOCALID))" in job.sbatch_script()
+    assert "[::]:" in SlurmJob({"a": 1}, bind_to="::").sbatch_script()
+    with pytest.raises(ValueError, match="bind_to must be an IPv4 or IPv6 address without a port"):
+        SlurmJob({"a": 1}, bind_to="10.0.0.1:80")
+    with pytest.raises(ValueError, match="positive host count"):
+        job.add_mesh("c", 0)
+    job._job_id = "7"
+    with pytest.raises(RuntimeError, match="after the job was submitted"):
+        job.add_mesh("d", 1)
+    import importlib.util
+
+    if importlib.util.find_spec("clusterscope") is None:
+        with pytest.raises(RuntimeError, match="please install clusterscope"):
+            job.share_node(tasks_per_node=2, gpus_per_task=4, partition="gpu")

@@ -179,14 +179,14 @@ class JobTrait(abc.ABC):
         """Stop the job's hosts."""
 
 
-def job_load(path: str = DEFAULT_JOB_PATH) -> JobTrait:
+def job_load(filename: str = DEFAULT_JOB_PATH) -> JobTrait:
     """Load a job written by `dump` (or cached by `state()`); it keeps its apply id and status."""
     try:
-        with open(path, "rb") as f:
+        with open(filename, "rb") as f:
             data = f.read()
     except FileNotFoundError:
         raise FileNotFoundError(
-            f"No job file at {path!r}. Run `monarch apply` (or job.state()) first."
+            f"No job file at {filename!r}. Run `monarch apply` (or job.state()) first."
         ) from None
     return job_loads(data)
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 
 from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
-from monarch._src.job.pids import remember
+from monarch._src.job.pids import child, remember
 from monarch._src.job.state import JobState
 
 __all__ = ["BatchJob", "LocalJob", "check_client_script", "launch_batch_client"]
@@ -32,6 +32,17 @@ class LocalJob(JobTrait):
                 f"Use LocalJob(hosts=({hosts!r},))."
             )
         self._names = list(hosts)
+        self._init_live()
+
+    def _init_live(self) -> None:
+        self._live_proc: subprocess.Popen[bytes] | None = None  # the batch client, if started
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """The batch client started by `apply(client_script)` in this process."""
+        if self._live_proc is None:
+            raise ValueError("no local batch job")
+        return self._live_proc
 
     def can_run(self, spec: JobTrait) -> bool:
         """Always False: a local job is cheap to recreate."""
@@ -39,7 +50,8 @@ class LocalJob(JobTrait):
 
     def _create(self, client_script: str | None) -> None:
         if client_script is not None:
-            launch_batch_client(self, client_script)
+            pid = launch_batch_client(self, client_script)
+            self._live_proc = child(pid)
 
     def _state(self) -> JobState:
         from monarch.actor import this_host

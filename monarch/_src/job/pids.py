@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-__all__ = ["alive", "kill_workers", "listens", "remember", "spawn_detached", "wait_listening"]
+__all__ = ["alive", "child", "kill_workers", "listens", "remember", "spawn_detached", "wait_listening"]
 
 # Worker processes this process started, by pid: kept so that their Popen objects are not
 # collected while the workers run (they outlive their handle by design) and reaped on kill.
@@ -45,6 +45,11 @@ def spawn_detached(argv: list[str], log_path: str, env: dict[str, str]) -> int:
 def remember(proc: subprocess.Popen[bytes]) -> None:
     """Keep `proc` until `kill_workers` reaps it."""
     _CHILDREN[proc.pid] = proc
+
+
+def child(pid: int) -> subprocess.Popen[bytes] | None:
+    """The `Popen` of a process started here and `remember`ed (None if unknown)."""
+    return _CHILDREN.get(pid)
 
 
 def alive(pid: int, marker: str) -> bool:

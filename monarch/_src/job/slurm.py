@@ -11,6 +11,7 @@ see exactly what runs.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shlex
 import socket
@@ -64,6 +65,7 @@ class SlurmJob(JobTrait):
         qos: str | None = None,
         out_of_cluster: bool = False,
         attach_to: str | int | None = None,
+        bind_to: str | None = None,
     ) -> None:
         super().__init__()
         self._meshes = check_meshes("SlurmJob", meshes)
@@ -76,6 +78,10 @@ class SlurmJob(JobTrait):
             raise ValueError(f"SlurmJob ntasks_per_node must be >= 1, got {ntasks_per_node}.")
         if isinstance(slurm_args, str):
             raise TypeError("SlurmJob slurm_args takes a sequence of options, not a string.")
+        try:
+            self._bind_to = str(ipaddress.ip_address(bind_to)) if bind_to is not None else None
+        except ValueError:
+            raise ValueError("bind_to must be an IPv4 or IPv6 address without a port") from None
         self._python_exe = python_exe
         self._slurm_args = list(slurm_args)
         self._port = monarch_port
@@ -119,6 +125,29 @@ class SlurmJob(JobTrait):
 
     # -- spec -------------------------------------------------------------------------------------
 
+    def add_mesh(self, name: str, num_nodes: int) -> None:
+        """Ask for one more mesh of `num_nodes` hosts (before `apply()`)."""
+        if self._job_id is not None:
+            raise RuntimeError(
+                f"SlurmJob.add_mesh({name!r}) after the job was submitted (job {self._job_id}); "
+                "kill() it and apply() again with the new mesh."
+            )
+        self._meshes.update(check_meshes("SlurmJob", {name: num_nodes}))
+
+    def share_node(self, tasks_per_node: int, gpus_per_task: int, partition: str) -> None:
+        """Share nodes with other jobs, sized by the `clusterscope` package (as torchmonarch)."""
+        try:
+            import clusterscope  # type: ignore[import-not-found]
+        except ImportError:
+            raise RuntimeError(
+                "please install clusterscope to use share_node. `pip install clusterscope`"
+            ) from None
+        args = clusterscope.job_gen_task_slurm(
+            partition=partition, gpus_per_task=gpus_per_task, tasks_per_node=tasks_per_node)
+        self._exclusive = False
+        self._cpus = args["cpus_per_task"]
+        self._mem = args["memory"]
+
     @property
     def nodes(self) -> int:
         """How many nodes the allocation asks for."""
@@ -160,9 +189,12 @@ class SlurmJob(JobTrait):
         if self._qos:
             opts.append(f"--qos={self._qos}")
         opts.extend(self._slurm_args)
+        listen = "$(hostname)"
+        if self._bind_to is not None:  # listen there; clients still dial the node's name
+            listen = f"[{self._bind_to}]" if ":" in self._bind_to else self._bind_to
         worker = (
             f"exec {shlex.quote(self._python_exe)} -m monarch._src.job.worker_main "
-            f"tcp://$(hostname):$(({self._port} + SLURM_LOCALID))"
+            f"tcp://{listen}:$(({self._port} + SLURM_LOCALID))"
         )
         lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in opts)]
         lines.append(f"mkdir -p {shlex.quote(log_dir)}")
