@@ -531,6 +531,39 @@ def test_port_range_makes_a_proc_listen_on_the_first_free_port_of_the_range() ->
         busy.close()
 
 
+class Address(Actor):
+    @endpoint
+    def port(self) -> int:
+        from monarch._src.runtime.runtime import get_runtime
+
+        return int(get_runtime().address.rsplit(":", 1)[1])
+
+
+@pytest.mark.timeout(180)
+def test_remote_alloc_allowed_port_range_on_a_worker_bounds_its_procs_ports() -> None:
+    from monarch.actor import attach_to_workers
+    from tests.hosts.conftest import end_processes, free_port, wait_listening, worker_env
+
+    base = free_port("127.0.0.1")
+    low, high = base + 100, base + 140
+    port = free_port("127.0.0.1")
+    env = dict(worker_env(), MONARCH_REMOTE_ALLOC_ALLOWED_PORT_RANGE=f"{low}..{high}")
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address",
+         f"tcp://127.0.0.1:{port}"], env=env, stdin=subprocess.DEVNULL, cwd=REPO)
+    try:
+        wait_listening(worker, "127.0.0.1", port)
+        hosts = attach_to_workers(workers=[f"tcp://127.0.0.1:{port}"],
+                                  ca="trust_all_connections")
+        procs = hosts.spawn_procs(per_host={"gpus": 2})
+        ports = procs.spawn("address", Address).port.call().get(timeout=60)
+        assert all(low <= p < high for _, p in ports.items()), (low, high, ports)
+        procs.stop().get(timeout=STOP_TIMEOUT)
+        hosts.shutdown().get(timeout=STOP_TIMEOUT)
+    finally:
+        end_processes([worker])
+
+
 # -- KubernetesJob(attach_to=...) ------------------------------------------------------------
 
 
