@@ -109,6 +109,10 @@ _NOT_A_MESH = "actor implementations are not meshes, but we can't convince the t
 
 
 def _not_a_mesh(*args: Any, **kwargs: Any) -> Any:
+    """Not available on an actor object (it is not a mesh): raises NotImplementedError.
+
+    Use it on the actor mesh that `spawn` returned instead.
+    """
     raise NotImplementedError(_NOT_A_MESH)
 
 
@@ -136,6 +140,7 @@ class Actor:
     extent = sizes = initialized = property(_not_a_mesh)
 
     def __len__(self) -> int:
+        """Not available on an actor object (it is not a mesh): raises NotImplementedError."""
         _not_a_mesh()
 
     def __bool__(self) -> bool:
