@@ -141,7 +141,7 @@ class Actor:
 
     def __len__(self) -> int:
         """Not available on an actor object (it is not a mesh): raises NotImplementedError."""
-        _not_a_mesh()
+        raise NotImplementedError(_NOT_A_MESH)
 
     def __bool__(self) -> bool:
         # Unlike torchmonarch (where `bool(actor)` raises through `__len__`): an actor object
