@@ -30,6 +30,10 @@ class Accumulator(Generic[P, R, A]):
         self._identity = identity
         self._combine = combine
 
+    def __repr__(self) -> str:
+        # torchmonarch keeps object's repr; its Accumulator class lives at this path there.
+        return f"<monarch._src.actor.actor_mesh.Accumulator object at {id(self):#x}>"
+
     def accumulate(self, *args: P.args, **kwargs: P.kwargs) -> Future[A]:
         """Call the endpoint on every actor; fold the replies, in arrival order, into one value."""
         futures = list(self._endpoint.stream(*args, **kwargs))

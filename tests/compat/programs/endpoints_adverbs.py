@@ -138,6 +138,7 @@ check("send to a ranked port", sorted(ranked.recv().get() for _ in range(3)))
 check("send without port", send(calc.add, (1,), {}))
 
 acc = Accumulator(calc.rank, 0, operator.add)
+check("accumulator repr", acc)
 check("accumulate sum", acc.accumulate().get())
 check("accumulate with args", Accumulator(calc.add, 1000, operator.add).accumulate(1, c=1).get())
 check("accumulate list fold",
