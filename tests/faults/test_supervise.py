@@ -65,7 +65,23 @@ class Owner(Actor):
 
 
 class AsyncOwner(Owner):
-    """The same, with an async `__supervise__` (it runs on the actor's loop)."""
+    """The same, with an async `__supervise__` (it runs on the actor's loop). Its endpoints are
+    async too: a sync actor with an async `__supervise__` is refused at spawn, as on
+    torchmonarch."""
+
+    @endpoint
+    async def start_failing_child(  # type: ignore[override]
+        self, reports: Port[str], child_name: str
+    ) -> None:
+        self._reports = reports
+        procs = this_host().spawn_procs(per_host={"gpus": 2})
+        child = procs.spawn(child_name, Child)
+        await child.ping.call()
+        child.boom.broadcast()
+
+    @endpoint
+    async def ping(self) -> str:  # type: ignore[override]
+        return "owner"
 
     async def __supervise__(self, failure: Any) -> bool:  # type: ignore[override]
         return Owner.__supervise__(self, failure)
