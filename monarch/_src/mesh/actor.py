@@ -221,5 +221,9 @@ def validate_actor_class(
             f"_handle_undeliverable_message is also synchronous. sync: {sync}"
         )
     if init_args is not None and cls.__init__ is not object.__init__:
-        inspect.signature(cls.__init__).bind(None, *init_args, **(init_kwargs or {}))
+        try:
+            signature = inspect.signature(cls.__init__)
+        except (TypeError, ValueError):  # no introspectable signature: __init__ will tell
+            return eps
+        signature.bind(None, *init_args, **(init_kwargs or {}))
     return eps
