@@ -72,3 +72,19 @@ def test_coalescing_sends_one_batch(mesh2: Any) -> None:
         assert engine.batch_seq == before + 1
         got = monarch.inspect(x)
     assert got.tolist() == [601.0] * 4
+
+
+def test_fetching_a_tensor_of_another_stream_is_refused(mesh2: Any) -> None:
+    """As on torchmonarch: fetch on the tensor's own stream (or borrow it onto the active one)."""
+    other = monarch.Stream("fetch_other")
+    with mesh2.activate():
+        x = torch.ones(2)
+        borrowed, borrow = other.borrow(x)
+        with other.activate():
+            w = borrowed * 10
+            assert monarch.inspect(w).tolist() == [10.0, 10.0]
+        borrow.drop()
+        with pytest.raises(TypeError, match="not the current active stream"):
+            monarch.inspect(w)
+        with pytest.raises(TypeError, match="not the current active stream"):
+            monarch.fetch_shard((x, w), gpus=1)

@@ -17,11 +17,20 @@ __all__ = ["engine_rank_at", "fetch_shard", "inspect", "show", "split_tree", "wa
 def split_tree(obj: Any) -> tuple[Any, DeviceMesh | None]:
     """`obj` with `Ref`s in place of distributed tensors (and OpaqueRefs), and their mesh."""
     from monarch._src.tensor.opaque import OpaqueRef
+    from monarch._src.tensor.stream import get_active_stream
 
     mesh: DeviceMesh | None = None
+    stream = get_active_stream()
 
     def swap(x: Any) -> Any:
         nonlocal mesh
+        if isinstance(x, Tensor) and x._stream is not stream:
+            raise TypeError(
+                f"A tensor of stream {x._stream.name!r} was used on the active stream "
+                f"{stream.name!r}. This tensor is on a stream that is not the current active "
+                "stream. Use with `stream.activate()` to switch streams, or move the tensor to "
+                "the correct stream with `.borrow`."
+            )
         if isinstance(x, (Tensor, OpaqueRef)):
             if mesh is None:
                 mesh = x._mesh
