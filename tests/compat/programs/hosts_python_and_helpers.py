@@ -6,7 +6,8 @@ interpreter; ``sys.executable`` in an actor shows it), ``HostMesh.sync_workspace
 sliced host mesh), ``monarch.actor.returns_future`` (an ``async def`` observed with ``get()`` or
 ``await``), ``monarch.experimental.thread_timeout.ThreadTimeout`` (bounding synchronous work
 inside an endpoint, which runs on a thread where ``signal.alarm`` cannot reach) and the
-worker-loop entry points ``run_worker_loop_until_shutdown``/``start_worker_loop_forever``.
+worker-loop entry points ``run_worker_loop_until_shutdown``/``start_worker_loop_forever``, and
+``monarch.job.hosts_from_config`` (two local stand-in hosts when nothing is configured).
 """
 
 import asyncio
@@ -115,3 +116,12 @@ check("worker-loop entry points", [
 ])
 procs.stop().get()
 plain.stop().get()
+
+from monarch.job import hosts_from_config  # noqa: E402  (0.7.0's path for it)
+
+configured = hosts_from_config("compat_hosts")
+check("hosts_from_config extent", configured.extent)
+on_them = configured.spawn_procs(per_host={"gpus": 1})
+check("procs on the configured hosts", on_them.spawn("interp", Interpreter).executable.call().get()
+      .item(hosts=1, gpus=0) == sys.executable)
+configured.shutdown().get()
