@@ -81,6 +81,19 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
         assert "sent 2 files" in changed.stderr  # the changed file, to each host
         assert changed.stdout == "[0] rank 0 of 1 v2 torchrun 0 0 1 True\n"
 
+        # torchmonarch's spellings: -e, --per-host DIM=N, --point, -m, --script
+        spelled = monarch(project, "exec", "-e", "X=7", "--per-host", "gpus=2", "--point",
+                          "hosts=1", "--", "bash", "-c", "echo $X $MONARCH_RANK_gpus $RANK")
+        assert spelled.returncode == 0, spelled.stderr
+        assert sorted(spelled.stdout.splitlines()) == ["[0] 7 0 0", "[1] 7 1 1"]
+        module = monarch(project, "exec", "--rank", "0", "-m", "platform", "--", "--terse")
+        assert module.returncode == 0 and module.stdout.startswith("[0] Linux"), module.stderr
+        script = monarch(project, "exec", "--rank", "0", "--script", "-",
+                         stdin="echo from-script $MONARCH_WORLD_SIZE\nexit 2\n")
+        assert script.stdout == "[0] from-script 1\n" and script.returncode == 2
+        bad = monarch(project, "exec", "--per-host", "gpus", "--", "true")
+        assert bad.returncode == 1 and "takes DIM=N" in bad.stderr
+
         shell = monarch(project, "shell", "--host", "1",
                         stdin="cd ws\ncat data.txt\necho $MONARCH_SIZE_HOSTS\n")
         assert shell.returncode == 0 and shell.stdout == "v2\n1\n", shell.stderr
@@ -117,3 +130,13 @@ def test_cli_apply_bad_spec_is_clear(project: pathlib.Path) -> None:
 def test_cli_worker_delegates_to_the_worker_command(project: pathlib.Path) -> None:
     run = monarch(project, "worker", "--help")
     assert run.returncode == 0 and "--address" in run.stdout
+
+
+@pytest.mark.timeout(120)
+def test_cli_exec_kill_ends_the_job_afterwards(project: pathlib.Path) -> None:
+    applied = monarch(project, "apply", "jobs.py:local")
+    assert applied.returncode == 0, applied.stderr
+    run = monarch(project, "exec", "--kill", "--", "bash", "-c", "echo ran; exit 1")
+    assert run.returncode == 1 and "[0] ran" in run.stdout, run.stderr
+    assert "killed" in run.stdout
+    assert not (project / ".monarch" / "job_state.pkl").exists()

@@ -1,7 +1,11 @@
 """`monarch exec [options] -- CMD ...`: run a plain program on every proc of a job's hosts.
 
-The program needs no `import monarch`; its output comes back line by line with a `[rank]`
-prefix; the exit status is the largest of the procs'. `--workspace DIR` first syncs DIR (a
+The program needs no `import monarch`; each proc gets its `MONARCH_RANK_<dim>` variables and
+torchrun's (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...); its output comes back line
+by line with a `[rank]` prefix; the exit status is the largest of the procs'. torchmonarch's
+spellings work too: `-e KEY=VALUE`, `--per-host gpus=4`, `--point hosts=1`, `-m MODULE`,
+`--script FILE` (`-` for stdin) and `--kill` (kill the job afterwards); unlike torchmonarch,
+the default runs on every proc of the first mesh. `--workspace DIR` first syncs DIR (a
 project or a virtual environment) to the hosts, sending only files whose content changed, and
 runs the program there.
 """
@@ -22,13 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     add_context_option(p)
     p.add_argument("--mesh", default=None, help="host mesh name (default: the job's first)")
     p.add_argument("--per-host", default=None,
-                   help='procs per host as JSON, e.g. \'{"gpus": 2}\' (default: one)')
+                   help='procs per host: DIM=N or JSON such as \'{"gpus": 2}\' (default: one)')
+    p.add_argument("--point", default=None, metavar="DIM=N,DIM=N",
+                   help="run on the hosts at this coordinate of the mesh, e.g. hosts=1")
+    p.add_argument("-m", dest="module", default=None, metavar="MODULE",
+                   help="run a Python module (like python -m MODULE)")
+    p.add_argument("--script", default=None, metavar="FILE",
+                   help="run a bash script read from FILE ('-' for stdin)")
+    p.add_argument("--kill", action="store_true", help="kill the job after the command")
     p.add_argument("--workspace", default=None, help="local directory to sync to the hosts")
     p.add_argument("--workspace-dest", default=None, help="where the workspace lands remotely")
     p.add_argument("--workdir", default=None, help="working directory of the command")
     p.add_argument("--rank", type=int, default=None,
                    help="run on this host only (its rank in the flattened host mesh)")
-    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+    p.add_argument("-e", "--env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable (repeatable)")
     p.add_argument("--output-dir", default=None,
                    help="write each proc's stdout.txt/stderr.txt here on its host instead of "
@@ -37,21 +48,51 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _dims(text: str, what: str) -> dict[str, int]:
+    """`gpus=4,hosts=2` (or a JSON object) as a dict of ints; errors name the option."""
+    text = text.strip()
+    if text.startswith("{"):
+        value = json.loads(text)
+    else:
+        value = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, number = part.partition("=")
+            if not sep or not key.strip() or not number.strip().lstrip("-").isdigit():
+                raise ValueError(f"monarch exec {what} takes DIM=N[,DIM=N], got {text!r}.")
+            value[key.strip()] = int(number)
+    if not isinstance(value, dict) or not value:
+        raise ValueError(f"monarch exec {what} takes DIM=N[,DIM=N], got {text!r}.")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the command and return the largest exit status of the procs."""
+    import sys
+
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
+    if args.module:
+        cmd = [sys.executable, "-m", args.module, *cmd]
+    if args.script is not None:
+        if args.script == "-":
+            text = sys.stdin.read()
+        else:
+            with open(args.script) as f:
+                text = f.read()
+        cmd = ["bash", "-c", text, "monarch-exec", *cmd]
     if not cmd:
         raise ValueError("monarch exec needs a command, e.g. `monarch exec -- python train.py`.")
+    if args.point is not None and args.rank is not None:
+        raise ValueError("monarch exec takes --point or --rank, not both.")
     env: dict[str, str] = {}
     for item in args.env:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise ValueError(f"monarch exec --env takes KEY=VALUE, got {item!r}.")
         env[key] = value
-    per_host = json.loads(args.per_host) if args.per_host else None
-    import sys
+    per_host = _dims(args.per_host, "--per-host") if args.per_host else None
+    point = _dims(args.point, "--point") if args.point is not None else None
 
     hosts = host_mesh(args)  # first: a missing job is reported before the runtime loads
     from monarch.job import exec_command, sync_workspace
@@ -63,7 +104,13 @@ def run(args: argparse.Namespace) -> int:
             f"[monarch] workspace {args.workspace} -> {report.dest}: sent {report.files_sent} "
             f"files, removed {sum(len(v) for v in report.removed.values())}\n")
         workdir = workdir or report.dest
-    return exec_command(
-        hosts, cmd, env=env or None, workdir=workdir, output_dir=args.output_dir,
-        rank=args.rank, per_host=per_host,
-    ).get()
+    try:
+        return exec_command(
+            hosts, cmd, env=env or None, workdir=workdir, output_dir=args.output_dir,
+            rank=args.rank, point=point, per_host=per_host,
+        ).get()
+    finally:
+        if args.kill:  # as `monarch kill` would: stop the job and forget it
+            from monarch.tools.commands import kill as kill_command
+
+            kill_command.run(args)
