@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from monarch._src.supervision.errors import SupervisionError
-from monarch.actor import Actor, Channel, concurrent_endpoint, current_rank, endpoint
+from monarch.actor import Actor, ActorError, Channel, concurrent_endpoint, current_rank, endpoint
 
 # Generous bound on any single remote wait: a hang fails the test instead of blocking it.
 TIMEOUT = 30.0
@@ -94,6 +94,10 @@ class AsyncPorts(Actor):
     @endpoint
     async def fatal(self) -> None:
         raise Fatal("failed with a concurrent call running")
+
+    @concurrent_endpoint
+    async def concurrent_fatal(self) -> None:
+        raise Fatal("inside a concurrent endpoint")
 
 
 def _supervision_error(fut: Any) -> SupervisionError:
@@ -213,3 +217,16 @@ def test_running_concurrent_call_resolves_when_its_actor_fails(
     err = _supervision_error(running)
     assert "failed with a concurrent call running" in str(err)
     fault_recorder.wait_for(1)
+
+
+def test_concurrent_endpoint_base_exception_is_forwarded_and_actor_lives(
+    procs2: Any, fault_recorder: Any
+) -> None:
+    mesh = procs2.spawn("pending_concurrent_base", AsyncPorts).slice(gpus=0)
+    with pytest.raises(ActorError) as info:
+        mesh.concurrent_fatal.call_one().get(timeout=TIMEOUT)
+    assert info.value.message == (
+        "Actor call pending_concurrent_base.concurrent_fatal failed with BaseException.")
+    assert isinstance(info.value.exception, Fatal)
+    assert mesh.ping.call_one().get(timeout=TIMEOUT) == "pong"
+    assert fault_recorder.texts == []

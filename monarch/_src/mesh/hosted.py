@@ -266,8 +266,9 @@ class HostedActor:
         if telemetry.OTEL and telemetry.tracing_active() and (prop is None or prop._instrument):
             fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
         if inspect.iscoroutinefunction(fn):
-            coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit)
-            if prop is not None and prop._concurrent:
+            concurrent = prop is not None and prop._concurrent
+            coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit, concurrent)
+            if concurrent:
                 task = self.thread.loop.create_task(coro)
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
@@ -286,7 +287,8 @@ class HostedActor:
         return None
 
     async def _run_async(
-        self, fn: Any, args: Any, kwargs: Any, method: str, reply: Any, rank: int, explicit: bool
+        self, fn: Any, args: Any, kwargs: Any, method: str, reply: Any, rank: int, explicit: bool,
+        concurrent: bool = False,
     ) -> None:
         try:
             result = await fn(*args, **kwargs)
@@ -295,6 +297,14 @@ class HostedActor:
             return
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and self.failure is not None:
+                return
+            if concurrent and reply is not None:
+                # Monarch's concurrent endpoints forward even a BaseException to the caller
+                # (their task wrapper answers the port); the actor lives on.
+                if endpoint_error_hook is not None:
+                    endpoint_error_hook(self, method, exc)
+                self._send_error(reply, rank, ActorError(
+                    exc, f"Actor call {self.info.name}.{method} failed with BaseException."))
                 return
             self._outcome_base_error(method, exc, reply, rank)
             return

@@ -192,7 +192,9 @@ check("hook for the queued failure", hooked(1))
 bcast = fresh("bcast", SyncWorker)
 bcast.raises.broadcast()
 check("hook for a failed broadcast on both ranks", hooked(2))
-check("call after the broadcast failure", get(bcast.slice(gpus=0).ping.call_one()))
+# Calls show the mesh's first failure; which rank failed first is a race: mask the rank.
+check("call after the broadcast failure",
+      re.sub(r"\{'gpus': \d/2\}", "{'gpus': ?/2}", get(bcast.slice(gpus=0).ping.call_one())))
 
 check("no other fault reached the hook", failures.empty())
 for procs in meshes:
