@@ -230,3 +230,34 @@ def test_concurrent_endpoint_base_exception_is_forwarded_and_actor_lives(
     assert isinstance(info.value.exception, Fatal)
     assert mesh.ping.call_one().get(timeout=TIMEOUT) == "pong"
     assert fault_recorder.texts == []
+
+
+def test_actor_answers_for_a_bounded_number_of_multi_use_ports(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Unit-level: no process. A HostedActor keeps only the newest multi-use ports it received.
+    from monarch._src.mesh import hosted
+    from monarch._src.mesh.port import Port
+
+    monkeypatch.setattr(hosted, "_HELD_PORTS_MAX", 3)
+    actor = object.__new__(hosted.HostedActor)
+    actor._owed, actor._held, actor._owed_lock = {}, hosted.OrderedDict(), threading.Lock()
+    for i in range(5):
+        actor.port_received(Port._create(("tcp://peer", i)))
+    reply = Port._create(("tcp://peer", 99), 0, once=True)
+    actor.port_received(reply)
+    assert sorted(actor._owed) == [(("tcp://peer", i), None) for i in (2, 3, 4)] + [
+        (("tcp://peer", 99), 0)]
+    actor.port_used(reply)  # a reply port is settled by its answer; multi-use ones are kept
+    actor.port_used(Port._create(("tcp://peer", 4)))
+    assert sorted(actor._owed) == [(("tcp://peer", i), None) for i in (2, 3, 4)]
+
+
+def test_choose_over_ranks_that_all_fail_resolves_with_supervision_error(
+    procs2: Any, fault_recorder: Any
+) -> None:
+    mesh = procs2.spawn("pending_choose", SyncPorts)
+    err = _supervision_error(mesh.explicit_raises.choose(3))
+    assert str(err).startswith("Endpoint call pending_choose.explicit_raises() failed, The actor")
+    assert "ValueError: explicit sync 3" in str(err)
+    fault_recorder.wait_for(1)

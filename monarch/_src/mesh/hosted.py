@@ -16,6 +16,7 @@ import logging
 import textwrap
 import threading
 import traceback
+from collections import OrderedDict
 from typing import Any, Callable
 
 from monarch._src.config import duration_seconds
@@ -65,6 +66,10 @@ class UndeliverableMessage:
     __repr__ = __str__
 
 _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
+
+# How many multi-use ports (received in arguments) an actor answers for when it fails; older
+# ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
+_HELD_PORTS_MAX = 1024
 
 # Set by the debugger (`monarch._src.debug`) while post-mortem debugging is on: called on the
 # actor's thread with (actor, method, exception) when an endpoint raised, before the outcome is
@@ -134,6 +139,9 @@ class HostedActor:
         # arrived in its arguments. When the actor fails each gets the failure, so no call and
         # no receiver waits on it forever (reply ports also when it stops).
         self._owed: dict[tuple[Any, int | None], bool] = {}
+        # The multi-use ports among them (a `Channel` port), oldest first: an actor keeps
+        # answering for the last `_HELD_PORTS_MAX` it received, so memory stays bounded.
+        self._held: OrderedDict[tuple[Any, int | None], None] = OrderedDict()
         self._owed_lock = threading.Lock()
         # Queued calls already answered with the failure from another thread (by id).
         self._answered: set[int] = set()
@@ -368,8 +376,16 @@ class HostedActor:
             self._settle(port._addr, port._rank)
 
     def _owe(self, addr: Any, rank: int | None, once: bool) -> None:
+        key = (addr, rank)
         with self._owed_lock:
-            self._owed[(addr, rank)] = once
+            self._owed[key] = once
+            if not once:
+                self._held[key] = None
+                self._held.move_to_end(key)
+                if len(self._held) > _HELD_PORTS_MAX:
+                    oldest, _ = self._held.popitem(last=False)
+                    if self._owed.get(oldest) is False:
+                        del self._owed[oldest]
 
     def _settle(self, addr: Any, rank: int | None) -> None:
         with self._owed_lock:
@@ -380,6 +396,7 @@ class HostedActor:
         with self._owed_lock:
             owed = [(key, once) for key, once in self._owed.items() if once or not reply_ports_only]
             self._owed.clear()
+            self._held.clear()
         for (addr, rank), _ in owed:
             try:
                 self.mailbox.reply_error(addr, err, rank)
