@@ -84,11 +84,10 @@ class HostMesh(MeshTrait):
             raise RuntimeError("HostMesh has already been shut down")
         per_host = dict(per_host or {})
         labels = list(self._mesh_shape.labels)
-        overlap = sorted(set(per_host) & set(labels))
-        if overlap:
+        if set(per_host) & set(labels):
+            # Monarch's text: every per_host label, then the host labels as a tuple.
             raise ValueError(
-                f"spawn_procs per_host dimensions {overlap} overlap the host mesh's dimensions "
-                f"{labels}. Use different names."
+                f"per_host labels {list(per_host)} overlap with host labels {tuple(labels)}"
             )
         for label, size in per_host.items():
             if not isinstance(label, str) or isinstance(size, bool) or not isinstance(size, int) \
