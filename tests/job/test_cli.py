@@ -19,6 +19,7 @@ JOBS = """\
 from monarch.job import LocalJob, ProcessJob
 
 local = LocalJob()
+two_local = LocalJob(hosts=("a", "b"))
 two_hosts = ProcessJob({"hosts": 2})
 """
 
@@ -133,10 +134,11 @@ def test_cli_worker_delegates_to_the_worker_command(project: pathlib.Path) -> No
 
 
 @pytest.mark.timeout(120)
-def test_cli_exec_kill_ends_the_job_afterwards(project: pathlib.Path) -> None:
-    applied = monarch(project, "apply", "jobs.py:local")
+def test_cli_exec_all_meshes_then_kill(project: pathlib.Path) -> None:
+    applied = monarch(project, "apply", "jobs.py:two_local")
     assert applied.returncode == 0, applied.stderr
-    run = monarch(project, "exec", "--kill", "--", "bash", "-c", "echo ran; exit 1")
-    assert run.returncode == 1 and "[0] ran" in run.stdout, run.stderr
+    run = monarch(project, "exec", "--all", "--kill", "--", "bash", "-c", "echo ran; exit 1")
+    assert run.returncode == 1, run.stderr
+    assert [line for line in run.stdout.splitlines() if "ran" in line] == ["[0] ran"] * 2
     assert "killed" in run.stdout
     assert not (project / ".monarch" / "job_state.pkl").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-__all__ = ["add_context_option", "host_mesh", "running_job"]
+__all__ = ["add_context_option", "all_host_meshes", "host_mesh", "running_job"]
 
 
 def add_context_option(parser: argparse.ArgumentParser) -> None:
@@ -38,3 +38,9 @@ def host_mesh(args: argparse.Namespace) -> Any:
     state = job.state(cached_path=None)
     name = args.mesh or state.mesh_names[0]
     return getattr(state, name)
+
+
+def all_host_meshes(args: argparse.Namespace) -> list[Any]:
+    """Every host mesh of the running job, in the order the job declares them."""
+    state = running_job(args).state(cached_path=None)
+    return [getattr(state, name) for name in state.mesh_names]

@@ -4,10 +4,10 @@ The program needs no `import monarch`; each proc gets its `MONARCH_RANK_<dim>` v
 torchrun's (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...); its output comes back line
 by line with a `[rank]` prefix; the exit status is the largest of the procs'. torchmonarch's
 spellings work too: `-e KEY=VALUE`, `--per-host gpus=4`, `--point hosts=1`, `-m MODULE`,
-`--script FILE` (`-` for stdin) and `--kill` (kill the job afterwards); unlike torchmonarch,
-the default runs on every proc of the first mesh. `--workspace DIR` first syncs DIR (a
-project or a virtual environment) to the hosts, sending only files whose content changed, and
-runs the program there.
+`--script FILE` (`-` for stdin), `--all` (every mesh) and `--kill` (kill the job afterwards);
+unlike torchmonarch, the default runs on every proc of the first mesh. `--workspace DIR` first
+syncs DIR (a project or a virtual environment) to the hosts, sending only files whose content
+changed, and runs the program there.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from monarch.tools.commands._job import add_context_option, host_mesh
+from monarch.tools.commands._job import add_context_option, all_host_meshes, host_mesh
 
 __all__ = ["register", "run"]
 
@@ -34,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--script", default=None, metavar="FILE",
                    help="run a bash script read from FILE ('-' for stdin)")
     p.add_argument("--kill", action="store_true", help="kill the job after the command")
+    p.add_argument("--all", dest="run_all", action="store_true",
+                   help="run on every mesh of the job (one after another)")
     p.add_argument("--workspace", default=None, help="local directory to sync to the hosts")
     p.add_argument("--workspace-dest", default=None, help="where the workspace lands remotely")
     p.add_argument("--workdir", default=None, help="working directory of the command")
@@ -85,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("monarch exec needs a command, e.g. `monarch exec -- python train.py`.")
     if args.point is not None and args.rank is not None:
         raise ValueError("monarch exec takes --point or --rank, not both.")
+    if args.run_all and args.mesh is not None:
+        raise ValueError("monarch exec takes --all or --mesh, not both.")
     env: dict[str, str] = {}
     for item in args.env:
         key, sep, value = item.partition("=")
@@ -94,21 +98,26 @@ def run(args: argparse.Namespace) -> int:
     per_host = _dims(args.per_host, "--per-host") if args.per_host else None
     point = _dims(args.point, "--point") if args.point is not None else None
 
-    hosts = host_mesh(args)  # first: a missing job is reported before the runtime loads
+    # first: a missing job is reported before the runtime loads
+    meshes = all_host_meshes(args) if args.run_all else [host_mesh(args)]
     from monarch.job import exec_command, sync_workspace
 
-    workdir = args.workdir
-    if args.workspace is not None:
-        report = sync_workspace(hosts, args.workspace, args.workspace_dest)
-        sys.stderr.write(
-            f"[monarch] workspace {args.workspace} -> {report.dest}: sent {report.files_sent} "
-            f"files, removed {sum(len(v) for v in report.removed.values())}\n")
-        workdir = workdir or report.dest
+    code = 0
     try:
-        return exec_command(
-            hosts, cmd, env=env or None, workdir=workdir, output_dir=args.output_dir,
-            rank=args.rank, point=point, per_host=per_host,
-        ).get()
+        for hosts in meshes:
+            workdir = args.workdir
+            if args.workspace is not None:
+                report = sync_workspace(hosts, args.workspace, args.workspace_dest)
+                sys.stderr.write(
+                    f"[monarch] workspace {args.workspace} -> {report.dest}: sent "
+                    f"{report.files_sent} files, removed "
+                    f"{sum(len(v) for v in report.removed.values())}\n")
+                workdir = workdir or report.dest
+            code = max(code, exec_command(
+                hosts, cmd, env=env or None, workdir=workdir, output_dir=args.output_dir,
+                rank=args.rank, point=point, per_host=per_host,
+            ).get())
+        return code
     finally:
         if args.kill:  # as `monarch kill` would: stop the job and forget it
             from monarch.tools.commands import kill as kill_command
