@@ -41,7 +41,7 @@ def test_user_code_runs_and_fetch_returns_fake_values(tmp_path: Path) -> None:
         w = torch.randn(64, 32)
         x = torch.randn(8, 64)
         y = (x @ w).relu()
-        value = fetch_shard(y, gpu=1).result()
+        value = fetch_shard(y, host=0, gpu=1).result()
     s.mesh.exit()
     assert type(value) is torch.Tensor
     assert value.shape == (8, 32) and value.dtype == torch.float32
@@ -87,7 +87,8 @@ def test_streams_borrows_and_reduce(tmp_path: Path) -> None:
         borrow.drop()
         gathered = x.reduce("gpu", reduction="stack")
         assert tuple(gathered.shape) == (4, 128, 128)
-        fetch_shard(total).result()
+        with other.activate():  # a tensor is fetched on its own stream
+            fetch_shard(total).result()
     s.mesh.exit()
     tasks = s.tasks(0)
     streams = {t.stream for t in tasks}

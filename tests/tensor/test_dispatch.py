@@ -49,7 +49,7 @@ def test_activate_ops_return_distributed_tensors_with_shapes(mesh2: Any) -> None
 def test_outside_activate_torch_runs_locally(mesh2: Any) -> None:
     x = torch.ones(2)
     assert type(x) is torch.Tensor
-    with pytest.raises(ValueError, match="No mesh is active"):
+    with pytest.raises(ValueError, match="no device mesh is active"):
         monarch.get_active_mesh()
     with mesh2.activate():
         with monarch.no_mesh.activate():
@@ -69,6 +69,11 @@ def test_rand_differs_per_proc_and_fetch_shard_by_coordinates(mesh2: Any) -> Non
     assert v1["k"] == 3
     assert not torch.equal(v0, v1["v"])
     with mesh2.activate(), pytest.raises(ValueError, match="Unknown dimension"):
+        monarch.fetch_shard(r, gpus=0, hosts=0)
+    # as on torchmonarch: a shard map that names some dimensions must name them all
+    with mesh2.activate(), pytest.raises(
+        ValueError, match=r"Missing key 'gpus' in shard map. Need all of \('gpus',\)"
+    ):
         monarch.fetch_shard(r, hosts=0)
 
 

@@ -50,6 +50,12 @@ def engine_rank_at(mesh: DeviceMesh, shard: dict[str, int] | None, coords: dict[
     where = dict(shard or {})
     where.update(coords)
     labels = list(mesh._shape.labels)
+    if where:  # as on torchmonarch: a shard map names every dimension (none: all zeros)
+        for label in labels:
+            if label not in where:
+                raise ValueError(
+                    f"Missing key '{label}' in shard map. Need all of {tuple(labels)}"
+                )
     for label in where:
         if label not in labels:
             raise ValueError(f"Unknown dimension {label!r} for {mesh!r}; it has {labels}.")

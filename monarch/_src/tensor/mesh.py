@@ -33,7 +33,7 @@ def get_active_mesh() -> DeviceMesh:
     mesh = active_mesh_or_none()
     if mesh is None:
         raise ValueError(
-            "No mesh is active. Use `with proc_mesh.activate():` to compute on a mesh."
+            "no device mesh is active"
         )
     return mesh
 
@@ -155,4 +155,6 @@ class DeviceMesh(MeshTrait):
         self._engine.exit()
 
     def __repr__(self) -> str:
-        return f"<DeviceMesh {self._engine.proc_mesh._name} {self.extent!r}>"
+        names = tuple(self._shape.labels)
+        procs = [self._engine.rank_of[g] for g in self._shape.ranks()]
+        return f"<DeviceMesh(names({names!r}), processes({procs!r})) at {id(self):#x}>"

@@ -50,7 +50,10 @@ class Stream:
         return alias, Borrow(t, alias, mutable)
 
     def __repr__(self) -> str:
-        return f"<Stream {self.name}>"
+        return f"<Stream({self.name!r}) at {id(self):#x}>"
+
+    def __str__(self) -> str:
+        return f"stream {self.name!r}"
 
 
 class Borrow:

@@ -108,10 +108,11 @@ class Tensor(torch.Tensor):
         return self._stream
 
     def __repr__(self, **kwargs: Any) -> str:  # type: ignore[override]
-        return (
-            f"monarch.Tensor(mesh={self._mesh!r}, stream={self._stream.name!r}, "
-            f"shape={tuple(self.shape)}, dtype={self.dtype}, device={self.device})"
-        )
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            fake = repr(self._fake)
+        return f"monarch.Tensor(mesh={self._mesh!r}, stream={self._stream}, fake={fake})"
 
     __str__ = __repr__
 
