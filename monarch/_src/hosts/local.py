@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
 from monarch._src.hosts.prestart import start_zygote, take_prestarted
@@ -38,6 +38,12 @@ _STOPPED_REPORT = "actor mesh is stopped due to proc mesh shutdown"
 # Heavy modules the zygote imports before forking once the controller has imported them: every
 # proc then starts with them loaded (torch alone costs about 2 s of CPU per process).
 _PRELOADABLE = ("numpy", "torch")
+
+
+class _StopLimits(NamedTuple):
+    answer: float  # proc_stop_max_idle
+    exit: float  # mesh_terminate_timeout
+    concurrency: int  # mesh_terminate_concurrency
 
 
 class LocalHostAgent:
@@ -179,13 +185,13 @@ class LocalHostAgent:
                  **({"cpus": cpu_binds[rank % per_host]} if cpu_binds else {})}
                 for rank, p in enumerate(proc_ids)]})
         self.rt.call_soon(self._start_heartbeats)
-        self.rt.call_soon(self._watch_spawn, table)
+        # Read now: the setting in force when the procs were asked for applies.
+        self.rt.call_soon(self._watch_spawn, table, duration_seconds("mesh_proc_spawn_max_idle"))
         return table
 
-    def _watch_spawn(self, table: ProcTable) -> None:
-        """mesh_proc_spawn_max_idle: procs still not ready after that long with no other proc
-        of the mesh becoming ready meanwhile fail, and are killed (loop)."""
-        idle = duration_seconds("mesh_proc_spawn_max_idle")
+    def _watch_spawn(self, table: ProcTable, idle: float) -> None:
+        """mesh_proc_spawn_max_idle (`idle`): procs still not ready after that long with no other
+        proc of the mesh becoming ready meanwhile fail, and are killed (loop)."""
 
         def pending() -> list[int]:
             return [rank for rank, key in enumerate(table.keys)
@@ -379,16 +385,20 @@ class LocalHostAgent:
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         table.begin_stop(reason)
-        return self.rt.submit(self._stop(table, reason))
+        # Read now: the settings in force when the stop was asked for apply.
+        limits = _StopLimits(duration_seconds("proc_stop_max_idle"),
+                             duration_seconds("mesh_terminate_timeout"),
+                             max(1, int(config_get("mesh_terminate_concurrency"))))
+        return self.rt.submit(self._stop(table, reason, limits))
 
-    async def _stop(self, table: ProcTable, reason: str) -> None:
+    async def _stop(self, table: ProcTable, reason: str, limits: _StopLimits) -> None:
         """Ask each proc to stop (its actors stop, their __cleanup__ runs) and wait up to
         `proc_stop_max_idle` for its answer, then up to `mesh_terminate_timeout` for it to exit
         before killing it; at most `mesh_terminate_concurrency` procs at a time."""
         if config_get("enable_log_forwarding"):
             await self._flush_logs([table])  # what the procs printed comes out before they go
-        limit = asyncio.Semaphore(max(1, int(config_get("mesh_terminate_concurrency"))))
-        await asyncio.gather(*(self._stop_one(table, rank, reason, limit)
+        limit = asyncio.Semaphore(limits.concurrency)
+        await asyncio.gather(*(self._stop_one(table, rank, reason, limit, limits)
                                for rank in range(len(table.keys))))
         with self._lock:
             if table in self._tables:
@@ -401,7 +411,8 @@ class LocalHostAgent:
                 mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
 
     async def _stop_one(
-        self, table: ProcTable, rank: int, reason: str, limit: asyncio.Semaphore
+        self, table: ProcTable, rank: int, reason: str, limit: asyncio.Semaphore,
+        limits: _StopLimits,
     ) -> None:
         mailbox = self.rt.mailbox
         async with limit:
@@ -416,14 +427,13 @@ class LocalHostAgent:
                 entry = OncePort()
                 port = mailbox.open_port(entry, (key,))
                 mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
-                await asyncio.wait([settled(entry.cf)],
-                                   timeout=duration_seconds("proc_stop_max_idle"))
+                await asyncio.wait([settled(entry.cf)], timeout=limits.answer)
             pid = table.pids[rank]
             with self._lock:
                 exited = self._exited.get(pid) if pid is not None else None
             if exited is None:
                 return
-            timeout = duration_seconds("mesh_terminate_timeout")
+            timeout = limits.exit
             done, _ = await asyncio.wait([settled(exited)], timeout=timeout)
             if not done and pid is not None:
                 self._kill([pid])
