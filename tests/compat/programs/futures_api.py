@@ -98,5 +98,14 @@ async def two_loops(f) -> str:
 
 
 shared = echo.echo.call_one("shared")
+async def with_asyncio_helpers() -> list:
+    out = []
+    out.append(await asyncio.wait_for(echo.echo.call_one("wait_for"), timeout=30))
+    futures = [echo.echo.call_one(i) for i in range(3)]
+    out.append(sorted([await f for f in asyncio.as_completed([f.as_asyncio() for f in futures])]))
+    return out
+
+
+check("asyncio.wait_for and as_completed", asyncio.run(with_asyncio_helpers()))
 check("one future awaited from two loops", [asyncio.run(two_loops(shared)) for _ in range(2)])
 procs.stop().get()
