@@ -45,6 +45,7 @@ _STOP = "stop"
 _SUPERVISE = "supervise"
 _READY = "ready"
 _UNDELIVERABLE = "undeliverable"
+_CLEANUP = "cleanup"  # run `__cleanup__(exc)` after the actor failed
 
 
 class UndeliverableMessage:
@@ -145,6 +146,8 @@ class HostedActor:
         self._owed_lock = threading.Lock()
         # Queued calls already answered with the failure from another thread (by id).
         self._answered: set[int] = set()
+        self._initialized = False  # True once the user's __init__ returned
+        self._cleaned = False  # True once __cleanup__ ran (it runs at most once)
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -193,6 +196,8 @@ class HostedActor:
             return self._stop(msg[1], msg[2])
         if kind == _SUPERVISE:
             return self._supervise(msg[1])
+        if kind == _CLEANUP:
+            return self._cleanup_after_failure(msg[1])
         if kind == _UNDELIVERABLE:
             return self._undeliverable(msg[1])
         if kind == _READY:
@@ -232,6 +237,8 @@ class HostedActor:
             _call_hiding_loop(self.thread.loop, cls.__init__, obj, *args, **kwargs)
         except BaseException as exc:
             self._fail(_init_report(self._display, exc), exc)
+            return None
+        self._initialized = True
         return None
 
     async def _guard_init(self, coro: Any) -> None:
@@ -239,6 +246,8 @@ class HostedActor:
             await coro
         except BaseException as exc:
             self._fail(_init_report(self._display, exc), exc)
+            return
+        self._initialized = True
 
     def _call(self, env: tuple[Any, ...]) -> Any:
         method, payload, reply, cast = env[2], env[3], env[4], env[5]
@@ -424,6 +433,7 @@ class HostedActor:
         self._answer_owed(self.failure, reply_ports_only=False)
         if threading.current_thread() is not self.thread.thread:
             self._answer_queued(self.failure)
+        self.thread.enqueue((_CLEANUP, report))
         creator = self.info.creator
         self.mailbox.post(
             creator.address,
@@ -527,13 +537,9 @@ class HostedActor:
                 await asyncio.wrap_future(mesh._stop_owned(reason))
             except Exception as exc:  # an owned mesh that fails to stop is reported below
                 error = exc
-        cleanup = getattr(self.obj, "__cleanup__", None) if self.failure is None else None
-        if cleanup is not None:
+        if self.failure is None:
             try:
-                if inspect.iscoroutinefunction(cleanup):
-                    await asyncio.wait_for(cleanup(None), duration_seconds("cleanup_timeout"))
-                else:
-                    _call_hiding_loop(self.thread.loop, cleanup, None)
+                await self._run_cleanup(None)
             except Exception as exc:
                 error = exc
         if self.failure is None:
@@ -546,6 +552,27 @@ class HostedActor:
                 self.mailbox.reply_error(reply, self._actor_error("__cleanup__", error),
                                          self.info.rank)
         self.thread.enqueue(STOP)
+
+    async def _run_cleanup(self, exc: Exception | None) -> None:
+        """Run the user's `__cleanup__(exc)` once, on this thread, if `__init__` completed."""
+        cleanup = getattr(self.obj, "__cleanup__", None)
+        if cleanup is None or self._cleaned or not self._initialized:
+            return
+        self._cleaned = True
+        if inspect.iscoroutinefunction(cleanup):
+            await asyncio.wait_for(cleanup(exc), duration_seconds("cleanup_timeout"))
+        else:
+            _call_hiding_loop(self.thread.loop, cleanup, exc)
+
+    async def _cleanup_after_failure(self, report: str) -> None:
+        """As in Monarch, a failed actor's `__cleanup__` gets an `Exception` saying why."""
+        head, _, reason = report.partition(" and all its descendants have failed:\n")
+        reason = textwrap.dedent(reason) if reason else report
+        where = f"{self.info.name}<{self.info.actor_key}>.{self.proc_id}@{self.mailbox.address}"
+        try:
+            await self._run_cleanup(Exception(f"serving {where}: {reason}"))
+        except Exception:
+            logger.exception("monarch: __cleanup__ of the failed actor %s raised", self._display)
 
     def fetch_proc_mesh(self) -> Any:
         from monarch._src.mesh.proc_mesh import fetch_proc_mesh

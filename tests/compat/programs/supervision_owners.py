@@ -152,6 +152,24 @@ class Cleaner(Actor):
         self.port.send(f"cleanup ran with {exc!r}")
 
 
+class FailingCleaner(Actor):
+    """Its `__cleanup__` reports the exception it gets when the actor failed."""
+
+    def __init__(self, port) -> None:
+        self.port = port
+
+    @endpoint
+    def ping(self) -> str:
+        return "pong"
+
+    @endpoint
+    def die(self) -> None:
+        raise Boom("died before cleanup")
+
+    def __cleanup__(self, exc) -> None:
+        self.port.send(f"{type(exc).__name__}: {exc}")
+
+
 class Holder(Actor):
     @endpoint
     def ping(self) -> str:
@@ -245,6 +263,16 @@ check("call after stop fails", get(cleaner.ping.call_one()).split(",")[0])
 check("stop of the proc mesh", get(cleaner_procs.stop()))
 made.remove(cleaner_procs)
 check("spawn on stopped procs", outcome(cleaner_procs.spawn, "again", Child))
+
+# A failed actor's __cleanup__ runs too, with an Exception saying why (its actor id masked).
+failed_port, failed_receiver = Channel.open()
+failing_cleaner = procs().spawn("failing_cleaner", FailingCleaner, failed_port)
+failing_cleaner.ping.call_one().get()
+failing_cleaner.die.broadcast()
+cleanup_text = brief(failed_receiver.recv().get(timeout=WAIT))
+check("__cleanup__ after a failure", re.sub(r"serving \S+: ", "serving <actor>: ", cleanup_text))
+hooked(1)
+check("stop after the failure", get(failing_cleaner.stop()))
 
 # Ports held by a failing actor: torchmonarch leaves these waits hanging (see the docstring).
 holders = procs().spawn("holders", Holder)
