@@ -201,7 +201,9 @@ def test_main_module_classes_travel_by_value(tmp_path: Path, marker: str) -> Non
 
 
 @pytest.mark.timeout(120)
-def test_default_fault_hook_exits_with_status_one_after_atexit(tmp_path: Path, marker: str) -> None:
+def test_default_fault_hook_interrupts_the_main_thread_and_atexit_runs(
+    tmp_path: Path, marker: str
+) -> None:
     source = """
     import atexit
     import threading
@@ -227,10 +229,14 @@ def test_default_fault_hook_exits_with_status_one_after_atexit(tmp_path: Path, m
     """
     returncode, stdout, stderr = _run_client(tmp_path, marker, source)
     assert "READY ok" in stdout
-    assert returncode == 1, stderr
+    # As in torchmonarch: the report, then a KeyboardInterrupt in the main thread, which ends
+    # the program (by SIGINT) after its atexit handlers ran.
+    assert returncode == -signal.SIGINT, stderr
     assert "ATEXIT RAN" in stdout
     assert "NOT INTERRUPTED" not in stdout
+    assert "Unhandled monarch error on the root actor, hostname=" in stderr
     assert "broadcast failure nobody handles" in stderr
+    assert stderr.rstrip().endswith("KeyboardInterrupt"), stderr
     assert _survivors(set(), marker) == set()
 
 
