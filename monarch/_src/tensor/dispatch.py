@@ -185,10 +185,13 @@ def dispatch(func: Any, args: Any, kwargs: Any) -> Any:
             entry = _propagate(func, flat, spec, tensors, args, kwargs)
         except _NeedsValues:
             if tensors:
-                raise ValueError(
+                # torchmonarch's type and text (the op's name), with what to do as a note
+                exc = torch._subclasses.fake_tensor.DataDependentOutputException(func)
+                exc.add_note(
                     f"{func} needs the tensor's values, which live on the workers; fetch them "
                     "first with monarch.inspect(t) or monarch.fetch_shard(t)."
-                ) from None
+                )
+                raise exc from None
             # Only local tensors (say, a fetched value): reading them is a local operation.
             from torch.utils._python_dispatch import _disable_current_modes
 
