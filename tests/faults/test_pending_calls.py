@@ -17,7 +17,15 @@ from typing import Any
 import pytest
 
 from monarch._src.supervision.errors import SupervisionError
-from monarch.actor import Actor, ActorError, Channel, concurrent_endpoint, current_rank, endpoint
+from monarch.actor import (
+    Actor,
+    ActorError,
+    Channel,
+    concurrent_endpoint,
+    context,
+    current_rank,
+    endpoint,
+)
 
 # Generous bound on any single remote wait: a hang fails the test instead of blocking it.
 TIMEOUT = 30.0
@@ -61,6 +69,13 @@ class SyncPorts(Actor):
     def fail(self, port: Any = None) -> None:
         self.kept = port
         raise Fatal("the holder failed")
+
+    @endpoint
+    def aborted_from_a_thread_while_blocked(self) -> None:
+        instance = context().actor_instance
+        threading.Thread(target=instance.abort, args=("aborted by a thread",), daemon=True).start()
+        # This message keeps running (until the test opens the gate) after the actor failed.
+        self.gate.recv().get(timeout=TIMEOUT)
 
     @endpoint
     def open_gate(self) -> Any:
@@ -261,3 +276,18 @@ def test_choose_over_ranks_that_all_fail_resolves_with_supervision_error(
     assert str(err).startswith("Endpoint call pending_choose.explicit_raises() failed, The actor")
     assert "ValueError: explicit sync 3" in str(err)
     fault_recorder.wait_for(1)
+
+
+def test_actor_failed_from_another_thread_answers_calls_while_its_message_still_runs(
+    procs2: Any, fault_recorder: Any
+) -> None:
+    mesh = procs2.spawn("pending_blocked", SyncPorts).slice(gpus=1)
+    gate_port = mesh.open_gate.call_one().get(timeout=TIMEOUT)
+    blocked = mesh.aborted_from_a_thread_while_blocked.call_one()
+    fault_recorder.wait_for(1)  # failed; its thread is still inside the blocked message
+    try:
+        for fut in [blocked, mesh.ping.call_one(), mesh.ping.call_one()]:
+            with pytest.raises(SupervisionError, match="aborted by a thread"):
+                fut.get(timeout=TIMEOUT)
+    finally:
+        gate_port.send(None)  # let the blocked message end

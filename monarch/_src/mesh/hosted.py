@@ -161,6 +161,10 @@ class HostedActor:
         self.thread.enqueue((_INIT,))
 
     def enqueue(self, env: tuple[Any, ...]) -> None:
+        if self.failure is not None and env[0] == CALL:
+            # A failed actor answers at once, even while a message of its still runs.
+            self._reject(env)
+            return
         self.thread.enqueue(env)
 
     def _on_thread_exit(self) -> None:
