@@ -10,6 +10,7 @@ import ctypes
 import errno
 import os
 import pickle
+import re
 import warnings
 
 import pytest
@@ -88,9 +89,11 @@ def test_region_empty_tensor_rejected_with_value_error() -> None:
         as_region(torch.zeros(0), "RDMABuffer data")
 
 
-def test_region_other_types_rejected_with_type_error() -> None:
-    with pytest.raises(TypeError, match="memoryview"):
+def test_region_other_types_rejected_with_monarchs_value_error() -> None:
+    with pytest.raises(ValueError, match=_NOT_1D + re.escape(". Got: b'abc'")):
         as_region(b"abc", "RDMABuffer data")
+    with pytest.raises(ValueError, match=_NOT_1D + re.escape(". Got: [1, 2]")):
+        as_region([1, 2], "RDMABuffer data")
 
 
 # ---- host identity and process_vm_* -------------------------------------------------------------

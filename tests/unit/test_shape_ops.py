@@ -131,9 +131,12 @@ def test_mesh_slice_integer_out_of_range_raises_index_error(index: int) -> None:
     assert str(info.value) == "index out of range"
 
 
-def test_mesh_slice_non_int_selector_raises_type_error() -> None:
-    with pytest.raises(TypeError, match="pass an int"):
+def test_mesh_slice_non_int_selector_raises_monarchs_type_errors() -> None:
+    with pytest.raises(TypeError, match="'<' not supported between instances of 'str' and 'int'"):
         _mesh(hosts=2).slice(hosts="0")  # type: ignore[arg-type]
+    match = "argument 'index': 'float' object cannot be interpreted as an integer"
+    with pytest.raises(TypeError, match=match):
+        _mesh(hosts=2).slice(hosts=1.0)  # type: ignore[arg-type]
 
 
 def test_mesh_slice_zero_step_raises_value_error() -> None:

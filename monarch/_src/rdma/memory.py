@@ -54,10 +54,9 @@ def as_region(obj: object, what: str, *, allow_empty: bool = False,
         return _tensor_region(obj, what, allow_empty, need_writable)
     if isinstance(obj, memoryview):
         return _view_region(obj, what, allow_empty, need_writable)
-    raise TypeError(
-        f"{what} must be a torch.Tensor or a memoryview, not {type(obj).__name__}. "
-        "Wrap bytes-like objects with memoryview(...)."
-    )
+    # Monarch refuses anything else (bytes, bytearray, lists) with its layout error too;
+    # memoryview(obj) is what such objects need.
+    raise _not_1d_contiguous(obj)
 
 
 def _tensor_region(t: Any, what: str, allow_empty: bool, need_writable: bool) -> Region:

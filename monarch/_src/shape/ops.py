@@ -10,7 +10,6 @@ The error types and leading phrases are Monarch's (`TypeError` for an unknown la
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Sequence
 
 from monarch._src.shape.shape import Shape
@@ -28,16 +27,11 @@ def slice_shape(shape: Shape, **dims: int | slice) -> Shape:
         if isinstance(selector, slice):
             shape = shape.select(label, selector)
             continue
-        try:
-            index = operator.index(selector)
-        except TypeError:
-            raise TypeError(
-                f"Cannot slice dimension {label!r} with {selector!r}; "
-                "pass an int to pick one index or a slice such as slice(0, 2)."
-            ) from None
-        if not 0 <= index < shape.extent[label]:
+        # Compared as given, as Monarch compares it: a str fails the comparison with Python's
+        # TypeError, a float passes it and `at` refuses it.
+        if selector < 0 or selector >= shape.extent[label]:
             raise IndexError("index out of range")
-        shape = shape.at(label, index)
+        shape = shape.at(label, selector)
     return shape
 
 

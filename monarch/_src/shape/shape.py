@@ -88,7 +88,13 @@ class Shape:
     def at(self, label: str, index: int) -> Shape:
         """The shape with dimension `label` fixed at `index` and removed."""
         dim = self.dim_index(label)
-        position = operator.index(index)
+        try:
+            position = operator.index(index)
+        except TypeError:
+            raise TypeError(
+                f"argument 'index': '{type(index).__name__}' object cannot be interpreted as an "
+                "integer"
+            ) from None
         size = self._slice.sizes[dim]
         if position < 0:
             raise OverflowError(NEGATIVE)

@@ -12,7 +12,7 @@ the backend queries (``get_rdma_backend``, ``is_ibverbs_available``, deprecated
 import warnings
 
 import torch
-from compat import check, outcome, raises
+from compat import check, ours_only, outcome, raises
 from monarch.actor import Actor, endpoint, this_host
 from monarch.rdma import (
     RDMAAction,
@@ -158,6 +158,26 @@ raises("action fetch_add", RDMAAction().fetch_add, buffer, first, 1)
 raises("action compare_and_swap", RDMAAction().compare_and_swap, buffer, first, 0, 1)
 
 check("empty buffer", owner.bad_buffer.call_one("empty").get())
+raises("buffer over bytes", RDMABuffer, b"abc")
+raises("buffer over a bytearray", RDMABuffer, bytearray(b"abc"))
+raises("read_into a bytearray", buffer.read_into, bytearray(32))
+raises("read_into a strided tensor", buffer.read_into, torch.zeros(64, dtype=torch.uint8)[::2])
+
+
+def write_read_only() -> bool:
+    constant = RDMABuffer(memoryview(b"constant"))
+    got = outcome(constant.write_from, torch.zeros(8, dtype=torch.uint8))
+    return got.startswith("ValueError: ") and "read-only" in got
+
+
+def read_into_read_only() -> bool:
+    got = outcome(buffer.read_into, memoryview(bytes(32)))
+    return got.startswith("ValueError: ") and "read-only" in got
+
+
+reason = "torchmonarch writes into the immutable bytes object behind the memoryview"
+ours_only("write_from into read-only memory", write_read_only, True, reason)
+ours_only("read_into read-only memory", read_into_read_only, True, reason)
 check("strided buffer", owner.bad_buffer.call_one("strided").get())
 check("two-dimensional buffer", owner.bad_buffer.call_one("two-dimensional").get())
 raises("negative timeout", buffer.read_into, dst, timeout=-1)

@@ -70,6 +70,7 @@ check("shape raw labels in str", str(Shape(['a"b', "c d"], NDSlice.new_row_major
 raises("shape at unknown label", sh.at, "x", 0)
 raises("shape at past the end", sh.at, "gpus", 3)
 raises("shape at negative", sh.at, "gpus", -1)
+raises("shape at a float", sh.at, "gpus", 1.0)
 raises("shape select an int", sh.select, "gpus", 1)
 raises("shape select zero step", sh.select, "gpus", slice(0, 3, 0))
 ours_only(
