@@ -493,7 +493,7 @@ def test_small_write_threshold_decides_which_buffers_are_sent_by_reference() -> 
     assert (loads(head, buffers) == array).all()
 
 
-# -- host_spawn_ready_timeout, remote_alloc_allowed_port_range -----------------------------
+# -- host_spawn_ready_timeout, remote hosts: remote_alloc_allowed_port_range, tails --------
 
 
 @pytest.mark.timeout(120)
@@ -548,7 +548,9 @@ class Address(Actor):
 
 
 @pytest.mark.timeout(180)
-def test_remote_alloc_allowed_port_range_on_a_worker_bounds_its_procs_ports() -> None:
+def test_remote_alloc_allowed_port_range_on_a_worker_bounds_its_procs_ports(
+    fault_recorder: FaultRecorder,
+) -> None:
     from monarch.actor import attach_to_workers
     from tests.hosts.conftest import end_processes, free_port, wait_listening, worker_env
 
@@ -565,9 +567,23 @@ def test_remote_alloc_allowed_port_range_on_a_worker_bounds_its_procs_ports() ->
                                   ca="trust_all_connections")
         with pytest.raises(NotImplementedError, match="local host only"):
             hosts.spawn_procs(per_host={"gpus": 1}, proc_bind=[{"cpus": "0"}])
-        procs = hosts.spawn_procs(per_host={"gpus": 2})
+        with configured(tail_log_lines=2):  # the client's setting reaches the remote host
+            procs = hosts.spawn_procs(per_host={"gpus": 2})
         ports = procs.spawn("address", Address).port.call().get(timeout=60)
         assert all(low <= p < high for _, p in ports.items()), (low, high, ports)
+        probe = procs.spawn("remote_tail", Probe)
+        probe.say.call(["one", "two", "three"], "").get(timeout=60)
+        hosts._agent.flush_logs().result(timeout=60)
+        with pytest.raises(SupervisionError):
+            probe.slice(gpus=1).die.call().get(timeout=60)
+        # The caller sees the connection break first; the owner gets the host's report.
+        # (one fault per actor mesh with an actor on that proc)
+        fault = fault_recorder.wait_for(1, timeout=60)[0]
+        assert "exited with non-zero code 3" in fault
+        tail = [line.strip() for line in fault.partition("last 2 lines of its output:\n")[2]
+                .rstrip(")").split("\n")]
+        assert len(tail) == 2 and all(line.startswith("[1] ") for line in tail), fault
+        assert "[1] one" not in tail, fault
         procs.stop().get(timeout=STOP_TIMEOUT)
         hosts.shutdown().get(timeout=STOP_TIMEOUT)
     finally:

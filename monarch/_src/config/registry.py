@@ -261,7 +261,7 @@ _TABLE: tuple[ConfigKey, ...] = (
          "Also append each proc's stdout and stderr to files <tmp>/monarch-<user>/<proc>.stdout "
          "and .stderr (MONARCH_LOG_DIR overrides the folder).", _MESH),
     _key("tail_log_lines", _I, 0,
-         "Keep the last this many lines each proc on this host wrote; a proc that fails has "
+         "The host of each proc keeps the last this many lines it wrote; a proc that fails has "
          "them appended to its failure report. 0 keeps none.", _MESH),
     _refused_key("read_log_buffer", _I, 100, "Lines buffered per stream by the log forwarder.",
                  _MESH,

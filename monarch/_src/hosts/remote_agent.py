@@ -233,6 +233,7 @@ class RemoteHostAgent:
             "config": runtime_snapshot(),
             "bootstrap": encode(bootstrap) if bootstrap is not None else None,
             "log_forwarding": bool(config_get("enable_log_forwarding")),
+            "tail_log_lines": int(config_get("tail_log_lines")),  # the host keeps the tails
         }
         if python:
             spec["python"] = python  # the procs exec this interpreter (with_python_executable)

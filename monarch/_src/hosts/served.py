@@ -61,7 +61,11 @@ class ServedAgent(LocalHostAgent):
             self.server.forward(proc_id, "remote_proc_failed", (proc_id, report))
 
     def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        self.server.forward(args[0], "remote_log", args)
+        proc_id, fd, text = args
+        where = self._procs.get(proc_id)
+        if where is not None:  # tail_log_lines: this host writes the failure report
+            self.tails.add(proc_id, fd, text, where[0].tail_lines)
+        self.server.forward(proc_id, "remote_log", args)
 
 
 class HostServer:
@@ -148,9 +152,6 @@ class HostServer:
         if not os.path.isdir(spec.get("cwd", "")):
             spec["cwd"] = os.getcwd()
         spec["env"] = dict(os.environ)
-        # Failure reports with output tails (tail_log_lines) are made by local hosts only: these
-        # procs' output goes to their client, or to this worker's terminal.
-        spec["tail_log_lines"] = 0
         for proc_id in proc_ids:
             self._owner[proc_id] = client
         table = self.agent.spawn_procs([0], len(proc_ids), None, proc_ids=list(proc_ids),
