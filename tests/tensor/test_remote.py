@@ -155,3 +155,6 @@ def test_module_level_decorated_remote(mesh2: Any) -> None:
             remote_fns.explode.call(x).get(timeout=30)
         # the stream goes on after the failure
         assert monarch.inspect(x + 1).tolist() == [1.0, 2.0, 3.0]
+        # a string path naming the decorated function runs the function too
+        via_path = monarch.remote("tests.tensor.remote_fns.plus_one", propagate=lambda x: x)
+        assert monarch.inspect(via_path(x), gpus=1).tolist() == [1.0, 2.0, 3.0]
