@@ -81,6 +81,15 @@ class Ranked(Actor):
     def value(self) -> int:
         return current_rank().rank * 10
 
+    @endpoint
+    def read_mesh(self, mesh) -> list:
+        # A ValueMesh passed as an argument arrives whole, with its shape.
+        return [repr(mesh.extent), mesh.item(hosts=1, gpus=2), list(mesh.slice(hosts=0).values())]
+
+    @endpoint
+    def make_mesh(self) -> ValueMesh:
+        return ValueMesh(Shape(["k"], NDSlice.new_row_major([2])), ["left", "right"])
+
 
 procs = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 3})
 ranked = procs.spawn("ranked", Ranked)
@@ -96,4 +105,8 @@ check("call on a slice repr", on_slice)
 check("call on a slice points", [dict(point) for point, _ in on_slice.items()])
 check("call on a one-point slice", ranked.slice(hosts=0, gpus=0).value.call().get())
 check("call result pickles", pickle.loads(pickle.dumps(result)).item(hosts=0, gpus=1))
+one = ranked.slice(hosts=0, gpus=0)
+check("value mesh as an endpoint argument", one.read_mesh.call_one(result).get())
+check("value mesh returned by an endpoint", one.make_mesh.call_one().get())
+check("value meshes of value meshes", ranked.slice(hosts=1).make_mesh.call().get().item(gpus=1))
 procs.stop().get()
