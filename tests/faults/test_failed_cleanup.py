@@ -2,7 +2,8 @@
 
 The exception reads "serving <actor id>: <reason>", the reason being the failure's (for an
 endpoint that raised: "actor explicitly aborted due to: " and the traceback). A later `stop()`
-does not run it again; an actor whose `__init__` failed never runs it.
+does not run it again; an actor whose `__init__` failed never runs it. After the cleanup, the
+ports the failed actor held (here the one its `__init__` got) are told of the failure.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.supervision.errors import SupervisionError
 from monarch.actor import Actor, Channel, endpoint
 
 TIMEOUT = 30.0
@@ -69,6 +71,8 @@ def test_failed_actor_runs_cleanup_once_with_the_reason(
     assert text.rstrip("\n").endswith("Fatal: died on purpose" + (
         " (async)" if cls is AsyncReporter else ""))
     fault_recorder.wait_for(1)
+    with pytest.raises(SupervisionError, match="died on purpose"):
+        receiver.recv().get(timeout=TIMEOUT)  # the failed actor held this port
     assert mesh.stop().get(timeout=TIMEOUT) == ()
     # Only the healthy rank's cleanup runs on stop; the failed one's already ran.
     assert receiver.recv().get(timeout=TIMEOUT) == "NoneType: None"
@@ -80,6 +84,9 @@ def test_actor_whose_init_failed_runs_no_cleanup(procs2: Any, fault_recorder: An
     port, receiver = Channel.open()
     mesh = procs2.spawn("cleanup_bad_init", Reporter, port, True)
     fault_recorder.wait_for(2)
+    for _ in range(2):  # each failed rank held the port its __init__ got: no cleanup message
+        with pytest.raises(SupervisionError, match="init failed"):
+            receiver.recv().get(timeout=TIMEOUT)
     assert mesh.stop().get(timeout=TIMEOUT) == ()
     with pytest.raises(TimeoutError):
         receiver.recv().get(timeout=1.0)

@@ -174,6 +174,7 @@ class HostedActor:
         """After the thread ended: a tombstone answers later calls; queued ones are rejected."""
         tomb = _Tombstone(self.mailbox, self.failure or _stopped_error(self._display))
         self.mailbox.actors[self.info.actor_key] = tomb
+        self._answer_owed(tomb.error, multi_use=True)  # a failure whose cleanup never ran
         # What arrived after the thread's last message is answered here: calls fail, a stop
         # request is acknowledged (the actor is stopped), a readiness query gets the error.
         for env in list(self.thread._queue):
@@ -214,7 +215,8 @@ class HostedActor:
     def _init(self) -> Any:
         info = self.info
         try:
-            cls, args, kwargs = decode(self._payload)
+            with receiving_ports(self):
+                cls, args, kwargs = decode(self._payload)
         except BaseException as exc:
             return self._fail(f"actor {info.name} could not be created: {exc!r}", exc)
         self._payload = None
@@ -404,13 +406,19 @@ class HostedActor:
         with self._owed_lock:
             self._owed.pop((addr, rank), None)
 
-    def _answer_owed(self, err: SupervisionError, reply_ports_only: bool) -> None:
-        """Send `err` to the ports this actor still owes an answer (any thread)."""
+    def _answer_owed(self, err: SupervisionError, multi_use: bool, forget_rest: bool = False) -> None:
+        """Send `err` to the reply ports this actor still owes an answer and, with `multi_use`,
+        to the multi-use ports it holds; `forget_rest` drops the others (any thread)."""
         with self._owed_lock:
-            owed = [(key, once) for key, once in self._owed.items() if once or not reply_ports_only]
-            self._owed.clear()
-            self._held.clear()
-        for (addr, rank), _ in owed:
+            owed = [key for key, once in self._owed.items() if once or multi_use]
+            if forget_rest:
+                self._owed.clear()
+                self._held.clear()
+            else:
+                for key in owed:
+                    del self._owed[key]
+                    self._held.pop(key, None)
+        for addr, rank in owed:
             try:
                 self.mailbox.reply_error(addr, err, rank)
             except Exception:  # the port's process is gone: nobody waits there any more
@@ -434,8 +442,11 @@ class HostedActor:
         # Everything still waiting on this actor resolves now: the calls it was handling, the
         # ports it holds and, when the failure comes from another thread while a message is
         # still running, the calls queued behind it.
-        self._answer_owed(self.failure, reply_ports_only=False)
-        if threading.current_thread() is not self.thread.thread:
+        # On this thread, the multi-use ports (a `Channel` port) are answered after
+        # `__cleanup__` ran, so what it sends there comes first, as in Monarch.
+        on_thread = threading.current_thread() is self.thread.thread
+        self._answer_owed(self.failure, multi_use=not on_thread)
+        if not on_thread:
             self._answer_queued(self.failure)
         self.thread.enqueue((_CLEANUP, report))
         creator = self.info.creator
@@ -548,7 +559,7 @@ class HostedActor:
                 error = exc
         if self.failure is None:
             self.failure = _stopped_error(self._display, reason)
-        self._answer_owed(self.failure, reply_ports_only=True)
+        self._answer_owed(self.failure, multi_use=False, forget_rest=True)
         if reply is not None:
             if error is None:
                 self.mailbox.reply(reply, None, self.info.rank)
@@ -577,6 +588,9 @@ class HostedActor:
             await self._run_cleanup(Exception(f"serving {where}: {reason}"))
         except Exception:
             logger.exception("monarch: __cleanup__ of the failed actor %s raised", self._display)
+        finally:
+            if self.failure is not None:
+                self._answer_owed(self.failure, multi_use=True)
 
     def fetch_proc_mesh(self) -> Any:
         from monarch._src.mesh.proc_mesh import fetch_proc_mesh
