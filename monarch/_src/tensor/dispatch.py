@@ -163,11 +163,8 @@ def _leaf_key(x: Any, seen: dict[int, int]) -> Any:
 
 def dispatch(func: Any, args: Any, kwargs: Any) -> Any:
     """Issue `func(*args, **kwargs)` on the mesh; returns handles for its outputs."""
-    if _stack and _stack[-1] is None:
-        raise ValueError(
-            f"Cannot run {func} on a distributed tensor inside no_mesh.activate(); leave the "
-            "no_mesh block or fetch the value first with monarch.inspect(t)."
-        )
+    # Under no_mesh.activate() (as outside activate()) an op on distributed tensors runs on
+    # their own mesh, as on torchmonarch; only new local tensors stay local.
     flat, spec = _flatten(args, kwargs)
     write = _writes(func)
     _, cmd_flat, inputs, mesh, tensors = fake_inputs(flat, active_mesh_or_none(), write,

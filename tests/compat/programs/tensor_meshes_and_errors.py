@@ -71,3 +71,7 @@ with procs.activate():
 with monarch.no_mesh.activate():
     raises("get_active_mesh under no_mesh", monarch.get_active_mesh)
 check("a shard of rank 3 fetched outside activate", monarch.inspect(r, hosts=1, gpus=1).item())
+with monarch.no_mesh.activate():
+    check("distributed tensors still compute under no_mesh",
+          monarch.inspect(r * 2, hosts=1, gpus=0).item())
+    check("new tensors under no_mesh are local", type(torch.zeros(1)).__name__)
