@@ -218,7 +218,9 @@ def test_calls_queued_behind_a_failing_message_all_resolve(
     errors = [_supervision_error(f) for f in [first, *queued]]
     assert all("failed with calls queued" in str(e) for e in errors)
     assert [str(e).split(" failed,")[0] for e in errors] == [
-        "Endpoint call pending_queue.blocked_then_fatal()"] + ["Endpoint call pending_queue.ping()"] * 3
+        "Endpoint call pending_queue.blocked_then_fatal()",
+        *["Endpoint call pending_queue.ping()"] * 3,
+    ]
     fault_recorder.wait_for(1)
 
 

@@ -50,7 +50,8 @@ def test_failure_report_with_its_own_event_keeps_it_across_pickling() -> None:
     copy = pickle.loads(pickle.dumps(report))
     assert copy == "the child's report" and copy.event == report.event
     assert failure_event(copy) == "Supervision event: actor <p> failed because"
-    assert str(MeshFailure("p", [0], copy)).endswith("event=Supervision event: actor <p> failed because)")
+    assert str(MeshFailure("p", [0], copy)).endswith(
+        "event=Supervision event: actor <p> failed because)")
 
 
 def test_failure_event_of_a_text_without_an_actor_is_the_text() -> None:

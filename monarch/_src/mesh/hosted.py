@@ -406,7 +406,9 @@ class HostedActor:
         with self._owed_lock:
             self._owed.pop((addr, rank), None)
 
-    def _answer_owed(self, err: SupervisionError, multi_use: bool, forget_rest: bool = False) -> None:
+    def _answer_owed(
+        self, err: SupervisionError, multi_use: bool, forget_rest: bool = False
+    ) -> None:
         """Send `err` to the reply ports this actor still owes an answer and, with `multi_use`,
         to the multi-use ports it holds; `forget_rest` drops the others (any thread)."""
         with self._owed_lock:

@@ -161,4 +161,5 @@ class Channel(Generic[R]):
         """Like `open`, but the receiver yields `(rank, value)` pairs: the sender's rank."""
         entry = QueuePort(once=once, ranked=True)
         addr = get_runtime().mailbox.open_port(entry)
-        return Port._create(addr, once=once), RankedPortReceiver._create(entry, addr)  # type: ignore[return-value]
+        receiver = RankedPortReceiver._create(entry, addr)
+        return Port._create(addr, once=once), receiver  # type: ignore[return-value]

@@ -1,4 +1,4 @@
-"""Supervision, part one: what a caller, the fault hook and later callers see when an endpoint fails.
+"""Supervision, part one: what callers, the fault hook and later callers see when an endpoint fails.
 
 Follows Monarch's supervision documentation ("Error handling in Monarch" and the actors guide's
 table of endpoint outcomes): an `Exception` with a reply port becomes an `ActorError` and the

@@ -1,4 +1,4 @@
-"""Supervision, part two: owners, `__supervise__`, `__init__` failures, proc death, stop and cleanup.
+"""Supervision, part two: owners, `__supervise__`, `__init__` failures, proc death, stop, cleanup.
 
 Follows Monarch's supervision documentation: an actor that spawns a mesh owns it and hears of
 its failures in `__supervise__` (returning True handles the failure; a falsy return fails the
