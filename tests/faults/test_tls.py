@@ -82,4 +82,5 @@ def test_tls_enabled_without_certificates_is_a_clear_error() -> None:
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=100
     )
     assert result.returncode != 0
-    assert "enable_tls is set but tls_ca_file" in result.stderr
+    assert ("TLS is on (enable_tls, or the Tls transport) but tls_ca_file, tls_cert_file "
+            "and tls_key_file are not set") in result.stderr

@@ -36,10 +36,11 @@ def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
     missing = [name for name, value in
                (("tls_ca_file", ca), ("tls_cert_file", cert), ("tls_key_file", key)) if not value]
     if missing:
+        names = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))
         raise ValueError(
-            f"TLS is on (enable_tls, or the Tls transport) but {', '.join(missing)} is not: "
-            "configure the CA, the "
-            "certificate and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
+            f"TLS is on (enable_tls, or the Tls transport) but {names} "
+            f"{'is' if len(missing) == 1 else 'are'} not set: configure the CA, the certificate "
+            "and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
         )
     security = Security(
         require_encryption=True,
