@@ -15,7 +15,6 @@ starts makes it listen on a routable address.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import os
 import sys
@@ -27,7 +26,7 @@ from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_addre
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.hosts.remote_agent import RemoteHostAgent
 from monarch._src.mesh.host_mesh import HostMesh
-from monarch._src.runtime.future import Future
+from monarch._src.runtime.future import Future, loop_running_here
 from monarch._src.runtime.runtime import get_runtime, runtime_if_started
 from monarch._src.shape import Shape, Slice
 
@@ -132,21 +131,13 @@ def run_worker_loop_until_shutdown(*, ca: str, address: str, private_key: Any = 
     Unlike a `monarch worker`, the process goes on afterwards (its procs are stopped); the
     runtime keeps running, so the same process cannot serve again.
     """
-    if _loop_running():
+    if loop_running_here():
         raise RuntimeError(
             "run_worker_loop_until_shutdown() blocks until the host is shut down and cannot be "
             "called from a running event loop; call it from synchronous code, or use "
             "start_worker_loop_forever() and await its Future."
         )
     start_worker_loop_forever(ca=ca, address=address, private_key=private_key).get()
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:

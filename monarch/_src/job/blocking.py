@@ -7,24 +7,17 @@ on purpose (briefly, with a bound), so it waits from a helper thread instead.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from typing import Any
+
+from monarch._src.runtime.future import loop_running_here
 
 __all__ = ["shutdown_quietly", "wait_for"]
 
 
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
-
-
 def wait_for(fut: Any, timeout: float) -> Any:
     """`fut.get(timeout)`, waited for off any event loop running on this thread."""
-    if not _loop_running():
+    if not loop_running_here():
         return fut.get(timeout=timeout)
     box: list[tuple[bool, Any]] = []
 

@@ -27,19 +27,16 @@ import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from monarch._src.runtime.future import _GET_IN_LOOP_WARNING, Future, _check_timeout
+from monarch._src.runtime.future import (
+    _GET_IN_LOOP_WARNING,
+    Future,
+    _check_timeout,
+    loop_running_here,
+)
 
 __all__ = ["returns_future"]
 
 T = TypeVar("T")
-
-
-def _loop_running() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class _BodyFuture(Future[Any]):
@@ -117,12 +114,12 @@ class _BodyFuture(Future[Any]):
         body = self._body
         if body is None:
             return super().get(timeout)
-        if _loop_running():
+        if loop_running_here():
             warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
         body = self._take()
         if body is None:  # another observer took it meanwhile
             return Future.get(self, timeout)
-        if not _loop_running():
+        if not loop_running_here():
             self._drive(body, timeout)
         else:
             # A loop runs on this thread: running another here is not allowed, so run the

@@ -20,7 +20,7 @@ import threading
 import warnings
 from typing import Any, Callable, Generator, Generic, TypeVar
 
-__all__ = ["Future"]
+__all__ = ["Future", "loop_running_here"]
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ class Future(Generic[T]):
         A `TimeoutError` after `timeout` seconds does not consume the future. Inside a running
         event loop this warns (it blocks the loop): use `await` there.
         """
-        in_loop = _loop_running_here()
+        in_loop = loop_running_here()
         if in_loop:
             logger.warning(_GET_IN_LOOP_LOG)
         if self._complete:
@@ -253,7 +253,8 @@ class Future(Generic[T]):
         return f"<monarch._src.actor.future.Future object at {id(self):#x}>"
 
 
-def _loop_running_here() -> bool:
+def loop_running_here() -> bool:
+    """Whether an asyncio event loop runs on the calling thread (where blocking would stall it)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
