@@ -1,22 +1,29 @@
-"""torchmonarch's `monarch._src.actor.actor_mesh`: actors, actor meshes, values and ports."""
+"""torchmonarch's `monarch._src.actor.actor_mesh`: actors, actor meshes, values and ports.
 
-import monarch.actor  # noqa: F401  (the facade's import-time effects, as on Monarch)
-from monarch._src.mesh.accumulator import Accumulator
-from monarch._src.mesh.actor import Actor
-from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.mesh.context import (
+The names the `monarch.actor` facade exports are taken from it (importing it has its
+import-time effects, as on Monarch); the three it does not export come from their home modules.
+"""
+
+from monarch.actor import (
+    Accumulator,
+    Actor,
+    ActorError,
+    Channel,
     Context,
-    Instance,
+    Point,
+    Port,
+    PortReceiver,
+    ValueMesh,
+    as_endpoint,
     context,
     current_actor_name,
     current_rank,
     current_size,
+    send,
 )
-from monarch._src.mesh.endpoint import as_endpoint, send
-from monarch._src.mesh.port import Channel, Port, PortReceiver, RankedPortReceiver
-from monarch._src.mesh.value_mesh import ValueMesh
-from monarch._src.shape import Point
-from monarch._src.supervision.errors import ActorError
+from monarch._src.mesh.actor_mesh import ActorMesh
+from monarch._src.mesh.context import Instance
+from monarch._src.mesh.port import RankedPortReceiver
 
 __all__ = [
     "Accumulator",

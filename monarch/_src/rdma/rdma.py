@@ -1,22 +1,8 @@
-"""torchmonarch's `monarch._src.rdma.rdma` import path (the one `RDMABuffer`'s repr names)."""
+"""torchmonarch's `monarch._src.rdma.rdma` import path (the one `RDMABuffer`'s repr names).
 
-from monarch._src.rdma.backend import (
-    RDMAReadTransferWarning,
-    RDMATcpFallbackWarning,
-    RDMAWriteTransferWarning,
-    get_rdma_backend,
-    is_ibverbs_available,
-    is_rdma_available,
-)
-from monarch._src.rdma.buffer import RDMAAction, RDMABuffer
+The same names and objects as the `monarch.rdma` facade, taken from it so the two lists cannot
+drift apart.
+"""
 
-__all__ = [
-    "RDMAAction",
-    "RDMABuffer",
-    "RDMAReadTransferWarning",
-    "RDMATcpFallbackWarning",
-    "RDMAWriteTransferWarning",
-    "get_rdma_backend",
-    "is_ibverbs_available",
-    "is_rdma_available",
-]
+from monarch.rdma import *  # noqa: F403  (the facade's names, listed once there)
+from monarch.rdma import __all__ as __all__
