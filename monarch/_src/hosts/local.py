@@ -268,6 +268,9 @@ class LocalHostAgent:
             return
         table, rank = where
         key = table.keys[rank]
+        if key.startswith(PENDING_PREFIX):
+            self._pending_exited(table, rank, key, status)
+            return
         with self._lock:
             if self._by_addr.get(key) != pid:
                 return  # a newer proc already listens on this (reused) port
@@ -276,6 +279,18 @@ class LocalHostAgent:
         if table.stopped is not None:
             self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
         elif rank not in table.failed:  # (a proc killed for missing heartbeats already was)
+            self._proc_failed(table, rank, self._with_tail(
+                table, rank, proc_exit_report(status)))
+
+    def _pending_exited(self, table: ProcTable, rank: int, key: str, status: str) -> None:
+        """A proc ended before it reported ready (its bootstrap exited or was killed, its
+        interpreter could not start monarch): its rank fails now, with the exit status, and
+        whatever waits on it (held spawns and calls, `initialized`, a stop) resolves (loop)."""
+        with self._lock:
+            self._pending.pop(table.proc_ids[rank], None)
+        if table.stopped is not None:
+            self.rt.mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+        elif rank not in table.failed:  # (a bootstrap that raised already failed it)
             self._proc_failed(table, rank, self._with_tail(
                 table, rank, proc_exit_report(status)))
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import concurrent.futures
 import inspect
 import random
+import threading
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh import traffic
 from monarch._src.mesh.context import current_instance
+from monarch._src.mesh.port import handing_ports
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import CALL, encode
 from monarch._src.runtime.future import Future
@@ -37,6 +39,11 @@ R = TypeVar("R")
 # `(endpoint, args, kwargs)`; a payload that is not a plain tuple holds distributed tensors and
 # posts itself (`payload.post(endpoint, reply, ranks)`).
 encode_hook: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] | None = None
+
+# The reply ports pickled into the arguments `_encode_args` encoded last on this thread, for the
+# `_post` that follows it.
+_handed = threading.local()
+
 
 class _Binder:
     """Checks call arguments against an endpoint's signature, with a fast path for the common
@@ -97,10 +104,14 @@ class Endpoint(Generic[P, R]):
         _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
         try:
             hook = encode_hook
-            return encode((args, kwargs)) if hook is None else hook(self, args, kwargs)
+            with handing_ports() as handed:
+                payload = encode((args, kwargs)) if hook is None else hook(self, args, kwargs)
         except BaseException as exc:
             add_note(exc, f"monarch could not pickle the arguments of {self._label()}.")
             raise
+        # Read by `_post`, which this thread runs next for this payload.
+        _handed.ports = handed or None
+        return payload
 
     def _label(self) -> str:
         return f"{self._mesh._name}.{self._name}"
@@ -125,7 +136,14 @@ class Endpoint(Generic[P, R]):
         name = self._name
         sender = None if reply is not None else current_instance().actor_key
         targets = range(len(global_ranks)) if ranks is None else ranks
-        get_runtime().mailbox.post_all(
+        mailbox = get_runtime().mailbox
+        handed = getattr(_handed, "ports", None)
+        if handed is not None:
+            # Reply ports in the arguments: if a target's proc dies before answering them, this
+            # process answers them with the failure (registered before the calls are routed).
+            _handed.ports = None
+            mailbox.ports_handed(handed, tuple({procs[global_ranks[i]] for i in targets}))
+        mailbox.post_all(
             [
                 (
                     procs[global_ranks[local]],

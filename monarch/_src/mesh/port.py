@@ -16,7 +16,10 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import QueuePort, decode_ranked
 from monarch._src.runtime.runtime import get_runtime
 
-__all__ = ["Channel", "Port", "PortHolder", "PortReceiver", "RankedPortReceiver", "receiving_ports"]
+__all__ = [
+    "Channel", "Port", "PortHolder", "PortReceiver", "RankedPortReceiver", "handing_ports",
+    "receiving_ports",
+]
 
 R = TypeVar("R")
 
@@ -44,6 +47,24 @@ def receiving_ports(holder: PortHolder) -> Iterator[None]:
         yield
     finally:
         _receiving.holder = previous
+
+
+# `ports` is set on a thread while it encodes an endpoint call's arguments (`handing_ports`):
+# each reply port pickled into them is recorded, so the sending process can answer it if the
+# proc it went to dies before answering (`Mailbox.ports_handed`).
+_handing = threading.local()
+
+
+@contextmanager
+def handing_ports() -> Iterator[list[tuple[tuple[str, int], int | None]]]:
+    """Collects `(port address, rank)` of the once-ports (reply ports) pickled in this block."""
+    previous = getattr(_handing, "ports", None)
+    handed: list[tuple[tuple[str, int], int | None]] = []
+    _handing.ports = handed
+    try:
+        yield handed
+    finally:
+        _handing.ports = previous
 
 
 def _rebuild_port(addr: tuple[str, int], rank: int | None, once: bool = False) -> Port[Any]:
@@ -108,6 +129,9 @@ class Port(Generic[R]):
         holder = self._holder
         if holder is not None and self._once:
             holder.port_used(self)
+        handed = getattr(_handing, "ports", None)
+        if handed is not None and self._once:
+            handed.append((self._addr, self._rank))
         return (_rebuild_port, (self._addr, self._rank, self._once))
 
     def __repr__(self) -> str:

@@ -21,7 +21,7 @@ import asyncio
 import itertools
 import logging
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from typing import Any, Callable, Protocol
 
 from monarch._src.runtime.envelope import (
@@ -46,6 +46,11 @@ logger = logging.getLogger(__name__)
 PENDING_PREFIX = "pending:"
 # A post-queue item that registers which peers a port waits on (not an address).
 _WATCH: Any = "watch:"
+
+# A post-queue item that records reply ports handed to peers in call arguments (not an address).
+_HANDED: Any = "handed:"
+# How many handed ports are remembered per peer; older ones are forgotten (memory stays bounded).
+_HANDED_MAX = 1024
 
 Written = Callable[[], None] | None
 
@@ -98,6 +103,9 @@ class Mailbox:
         # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
         self._held: dict[str, list[tuple[tuple[Any, ...], Written]]] = {}
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
+        # Peer -> reply ports (address, rank) this process handed to it in call arguments,
+        # oldest first: answered with the failure if the peer dies (`ports_handed`).
+        self._handed: dict[str, OrderedDict[tuple[PortAddr, int | None], None]] = {}
         self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
         self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
         # Asked when the connection to a peer breaks: True means "that process is watched; the
@@ -141,6 +149,42 @@ class Mailbox:
         for peer in live:
             self._waiting.setdefault(peer, set()).add(port_id)
 
+    def ports_handed(
+        self, ports: list[tuple[PortAddr, int | None]], peers: tuple[str, ...]
+    ) -> None:
+        """Reply ports (address, rank) go to `peers` in a call's arguments (any thread, before
+        posting that call): if one of those procs dies, this process answers each port with
+        the failure, so whoever waits on it is not left hanging. An answer that arrived first
+        wins (a reply port takes one answer per rank); the newest `_HANDED_MAX` per peer are
+        remembered."""
+        self.post(_HANDED, (ports, peers))
+
+    def _record_handed(
+        self, ports: list[tuple[PortAddr, int | None]], peers: tuple[str, ...]
+    ) -> None:
+        for peer in peers:
+            peer = self._alias.get(peer, peer)
+            if peer in self._dead:
+                self._answer_handed(ports, self._dead[peer])
+                continue
+            record = self._handed.get(peer)
+            if record is None:
+                record = self._handed[peer] = OrderedDict()
+            for port in ports:
+                record[port] = None
+                record.move_to_end(port)
+            while len(record) > _HANDED_MAX:
+                record.popitem(last=False)
+
+    def _answer_handed(self, ports: Any, err: BaseException) -> None:
+        error = encode(_as_supervision_error(err))
+        for (addr, port_id), rank in ports:
+            if addr == self.address:
+                entry = self._ports.get(port_id)
+                if entry is None or entry.closed:
+                    continue  # already answered
+            self.post(addr, (PORT, port_id, error, rank, PORT_ERROR))
+
     def fail_port(self, port: PortAddr, err: BaseException) -> None:
         """End a port of this process with `err` where a reply is still due (any thread)."""
         self.loop.call_soon_threadsafe(self._fail_port, port[1], err)
@@ -183,6 +227,8 @@ class Mailbox:
             addr, env, written = q.popleft()
             if addr is _WATCH:
                 self._watch_port(*env)
+            elif addr is _HANDED:
+                self._record_handed(*env)
             else:
                 self._route(addr, env, written)
         self.transport.flush()
@@ -231,6 +277,9 @@ class Mailbox:
         self._alias[pending_key] = addr
         for port_id in self._waiting.pop(pending_key, set()):
             self._waiting.setdefault(addr, set()).add(port_id)
+        handed = self._handed.pop(pending_key, None)
+        if handed is not None:
+            self._record_handed(list(handed), (addr,))
         for env, written in self._held.pop(pending_key, []):
             self._route(addr, env, written)
 
@@ -331,6 +380,9 @@ class Mailbox:
                 entry.fail(_as_supervision_error(err))
                 if entry.closed:
                     self._close_port(port_id)
+        handed = self._handed.pop(peer, None)
+        if handed:
+            self._answer_handed(list(handed), err)
         for callback in self.on_peer_lost:
             callback(peer, err)
 

@@ -1,0 +1,155 @@
+"""Two waits that used to hang on a dead proc (issue 14).
+
+1. A proc that ends before it reports ready (a `bootstrap` that calls `os._exit` or is killed, an
+   interpreter from `HostMesh.with_python_executable` that cannot run monarch) fails its rank at
+   once, with its exit status, as a proc that dies after ready does: `initialized`, actors
+   spawned on it, calls and `stop()` resolve at once, and the proc mesh's owner (here the
+   client's fault hook) is told. Before, they waited for `mesh_proc_spawn_max_idle` (30 s).
+2. A reply port handed to an actor in a call's arguments is answered with a `SupervisionError`
+   when that actor's proc dies before answering it, so the caller waiting on it does not hang.
+
+Each test spawns its own procs (they die on purpose). Every wait is bounded well below 30 s, so
+a regression fails fast instead of passing after the idle timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import stat
+from typing import Any
+
+import pytest
+
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.supervision.errors import SupervisionError
+from monarch.actor import Actor, Channel, endpoint, this_host
+
+# Below mesh_proc_spawn_max_idle (30 s): an answer that only the idle timeout gives fails here.
+FAST = 15.0
+
+
+def exit_3() -> None:
+    os._exit(3)
+
+
+def killed() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Echo(Actor):
+    @endpoint
+    def ping(self) -> int:
+        return os.getpid()
+
+
+class Dies(Actor):
+    """Ends its own process while it holds a reply port it was handed."""
+
+    @endpoint
+    def die(self, port: Any) -> None:
+        os._exit(7)
+
+    @endpoint
+    def answer(self, port: Any) -> None:
+        port.send("answered")
+
+
+class Relay(Actor):
+    @endpoint(explicit_response_port=True)
+    def relay(self, port: Any, other: Any) -> None:
+        other.die.broadcast(port)  # the other actor owes the answer now
+
+    @endpoint(explicit_response_port=True)
+    def relay_answered(self, port: Any, other: Any) -> None:
+        other.answer.broadcast(port)
+
+
+@pytest.mark.parametrize(
+    ("bootstrap", "status"),
+    [
+        pytest.param(exit_3, "exited with non-zero code 3", id="os_exit"),
+        pytest.param(killed, r"failed: Killed\(sig=9\)", id="sigkill"),
+    ],
+)
+def test_proc_that_dies_before_ready_fails_at_once(
+    fault_recorder: Any, bootstrap: Any, status: str
+) -> None:
+    procs = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=bootstrap)
+    early = procs.spawn("early", Echo)  # held until the procs are up: they never are
+    with pytest.raises(SupervisionError, match=status):
+        procs.initialized.get(timeout=FAST)
+    with pytest.raises(SupervisionError, match=status):
+        early.ping.call().get(timeout=FAST)
+    late = procs.spawn("late", Echo)
+    with pytest.raises(SupervisionError, match=f"Endpoint call late.ping\\(\\) failed, .*{status}"):
+        late.ping.call().get(timeout=FAST)
+    procs.stop().get(timeout=FAST)
+    texts = fault_recorder.wait_for(1, timeout=FAST)
+    assert any(re.search(f"the process this actor was running on {status}", t) for t in texts), texts
+
+
+def test_interpreter_that_cannot_start_fails_at_once(fault_recorder: Any, tmp_path: Any) -> None:
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\nexit 5\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    procs = this_host().with_python_executable(str(fake)).spawn_procs(per_host={"gpus": 1})
+    with pytest.raises(SupervisionError, match="exited with non-zero code 5"):
+        procs.initialized.get(timeout=FAST)
+    with pytest.raises(SupervisionError, match="exited with non-zero code 5"):
+        procs.spawn("echo", Echo).ping.call_one().get(timeout=FAST)
+    procs.stop().get(timeout=FAST)
+    fault_recorder.wait_for(1, timeout=FAST)
+
+
+def test_port_handed_on_to_an_actor_whose_proc_dies(fault_recorder: Any) -> None:
+    relays = this_host().spawn_procs(per_host={"gpus": 2})
+    victims = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        relay = relays.spawn("relay", Relay)
+        dies = victims.spawn("dies", Dies)
+        # An answer that does come is not replaced by a failure.
+        answers = relay.relay_answered.call(dies).get(timeout=FAST)
+        assert [answers.item(gpus=0), answers.item(gpus=1)] == ["answered", "answered"]
+        # Both ranks hand their port to the actor that dies: the call resolves.
+        with pytest.raises(SupervisionError, match="the process this actor was running on"):
+            relay.relay.call(dies).get(timeout=FAST)
+        fault_recorder.wait_for(1, timeout=FAST)
+    finally:
+        victims.stop().get(timeout=FAST)
+        relays.stop().get(timeout=FAST)
+
+
+def test_clients_once_port_handed_to_an_actor_whose_proc_dies(fault_recorder: Any) -> None:
+    victims = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        dies = victims.spawn("dies", Dies)
+        port, receiver = Channel.open(once=True)
+        dies.die.broadcast(port)
+        # The client owns that proc: the error carries its exit status.
+        with pytest.raises(SupervisionError, match="exited with non-zero code 7"):
+            receiver.recv().get(timeout=FAST)
+        fault_recorder.wait_for(1, timeout=FAST)
+    finally:
+        victims.stop().get(timeout=FAST)
+
+
+def test_handed_ports_are_remembered_boundedly() -> None:
+    from monarch._src.runtime import mailbox as mailbox_module
+
+    mailbox = get_runtime().mailbox
+    peer = "tcp://127.0.0.1:9"  # never contacted: nothing is sent to it
+    limit = mailbox_module._HANDED_MAX
+    ports = [((mailbox.address, 10**9 + i), None) for i in range(limit + 10)]
+    mailbox.ports_handed(ports, (peer,))
+    get_runtime().submit(_noop()).result(timeout=FAST)  # after the post queue was drained
+    try:
+        assert len(mailbox._handed[peer]) == limit
+        assert next(iter(mailbox._handed[peer])) == ports[10]  # the oldest were forgotten
+    finally:
+        get_runtime().call_soon(mailbox._handed.pop, peer, None)
+
+
+async def _noop() -> None:
+    return None
