@@ -5,9 +5,14 @@
 Each program in ``programs/`` runs in its own interpreter (``--python``, default: this one), with
 ``programs/`` as its working directory and on ``PYTHONPATH``. Its ``check ...`` lines are compared
 with ``expected/<program>.out``; ``--record`` writes them there instead (record from torchmonarch
-0.7.0: ``--python benchmarks/.venv-torchmonarch/bin/python``). Standard library only, so it runs
-under either implementation's venv. Exits 1 when a program fails; the last line reads
-``compat: N passed, N failed``, counting behaviours (checks).
+0.7.0: ``--python benchmarks/.venv-torchmonarch/bin/python``).
+
+Not every module in ``programs/`` is a program: ``compat`` (what every program uses) and any
+module whose name starts with ``_`` (helpers that several programs share, such as
+``_supervision``) are imported, never run; packages such as ``tensorfns/`` are not run either.
+
+Standard library only, so it runs under either implementation's venv. Exits 1 when a program
+fails; the last line reads ``compat: N passed, N failed``, counting behaviours (checks).
 """
 
 from __future__ import annotations
@@ -28,8 +33,9 @@ DEFAULT_TIMEOUT = 120.0
 
 
 def program_names() -> list[str]:
-    """Every program, by file stem, sorted (the helper module `compat` is not one)."""
-    return sorted(p.stem for p in PROGRAMS.glob("*.py") if p.stem != "compat")
+    """Every program, by file stem, sorted (helper modules, `compat` and `_*`, are not ones)."""
+    return sorted(p.stem for p in PROGRAMS.glob("*.py")
+                  if p.stem != "compat" and not p.stem.startswith("_"))
 
 
 @dataclass

@@ -11,58 +11,22 @@ rank, and later calls fail at once. Report texts carry a traceback whose frames 
 implementations: `brief` keeps its first and last lines.
 """
 
-import queue
 import re
 import threading
 
-import monarch.actor
+from _supervision import (
+    WAIT,
+    get,
+    hooked,
+    no_other_faults,
+    record_faults,
+    spawn_fresh,
+    stop_fresh_procs,
+)
 from compat import check, outcome
-from monarch.actor import Actor, concurrent_endpoint, current_rank, endpoint, this_host
+from monarch.actor import Actor, concurrent_endpoint, current_rank, endpoint
 
-WAIT = 60.0  # seconds any single wait may take before the check reports a hang
-
-failures: "queue.Queue[str]" = queue.Queue()
-
-
-def hook(failure) -> None:
-    # Monarch 0.7.0 also reports its own internal meshes (a per-proc "logger") and calls to a
-    # failed actor bouncing as undeliverable (with random addresses); keep the user's meshes.
-    text = str(failure)
-    if failure.mesh_name.startswith("logger") or "undeliverable message" in text:
-        return
-    failures.put(brief(text) + " | report: " + brief(failure.report()))
-
-
-monarch.actor.unhandled_fault_hook = hook
-
-
-def brief(text: str) -> str:
-    """The text with each traceback cut to its header and its last line, and mesh names
-    without the random suffix torchmonarch appends."""
-    text = re.sub(r"(mesh_name=[A-Za-z_]+)-[A-Za-z0-9]+", r"\1", text)
-    out: list[str] = []
-    skip_deeper_than: "int | None" = None
-    for line in text.split("\n"):
-        indent = len(line) - len(line.lstrip(" "))
-        if skip_deeper_than is not None:
-            if indent > skip_deeper_than or not line.strip():
-                continue
-            skip_deeper_than = None
-            out.append(" " * indent + "...")
-        out.append(line)
-        if line.endswith("Traceback (most recent call last):"):
-            skip_deeper_than = indent
-    return "\n".join(out)
-
-
-def get(fut) -> str:
-    """`ExcType: brief message` for what waiting on fut raises, or `returned <value>`."""
-    return brief(outcome(fut.get, timeout=WAIT))
-
-
-def hooked(n: int) -> list:
-    """The next n failures the fault hook received, sorted (ranks report in any order)."""
-    return sorted(failures.get(timeout=WAIT) for _ in range(n))
+record_faults(with_report=True)
 
 
 class Boom(BaseException):
@@ -124,64 +88,54 @@ class AsyncWorker(Actor):
         raise ValueError("concurrent without port")
 
 
-def fresh(name: str, cls: type):
-    """A new actor mesh on new procs: Monarch 0.7.0 refuses to spawn on a proc mesh that has
-    seen a failure ("Cannot spawn new actors on mesh with supervision events")."""
-    procs = this_host().spawn_procs(per_host={"gpus": 2})
-    meshes.append(procs)
-    return procs.spawn(name, cls)
-
-
-meshes: list = []
-
 # An Exception with a reply port: ActorError for the caller, the actor lives on.
-plain = fresh("plain", SyncWorker)
+plain = spawn_fresh("plain", SyncWorker, gpus=2)
 check("ping before any failure", get(plain.slice(gpus=0).ping.call_one()))
 err = outcome(plain.slice(gpus=0).raises.call_one().get, timeout=WAIT)
 check("exception with reply port, first line", err.split("\n")[0])
 check("exception with reply port, last line", err.rstrip("\n").split("\n")[-1])
 check("actor lives on after an ActorError", get(plain.slice(gpus=0).ping.call_one()))
+conc = spawn_fresh("conc", AsyncWorker, gpus=2)
 check("concurrent endpoint without port forwards the error",
-      outcome(fresh("conc", AsyncWorker).slice(gpus=1).concurrent_plain.call_one().get,
-              timeout=WAIT).split("\n")[0])
+      outcome(conc.slice(gpus=1).concurrent_plain.call_one().get, timeout=WAIT).split("\n")[0])
 
 # Explicit response ports: sync, async, concurrent. The call resolves; the hook hears once.
-sync_mesh = fresh("sync_explicit", SyncWorker)
+sync_mesh = spawn_fresh("sync_explicit", SyncWorker, gpus=2)
 check("explicit sync endpoint raising", get(sync_mesh.slice(gpus=0).explicit.call_one(7)))
 check("hook for explicit sync", hooked(1))
 check("later call to the failed rank", get(sync_mesh.slice(gpus=0).ping.call_one()))
 check("the other rank still answers", get(sync_mesh.slice(gpus=1).ping.call_one()))
 check("later call to the whole mesh", get(sync_mesh.ping.call()))
 
-async_mesh = fresh("async_explicit", AsyncWorker)
+async_mesh = spawn_fresh("async_explicit", AsyncWorker, gpus=2)
 check("explicit async endpoint raising", get(async_mesh.slice(gpus=1).explicit.call_one(8)))
 check("hook for explicit async", hooked(1))
 
-conc_mesh = fresh("conc_explicit", AsyncWorker)
+conc_mesh = spawn_fresh("conc_explicit", AsyncWorker, gpus=2)
 check("explicit concurrent endpoint raising", get(conc_mesh.slice(gpus=0).concurrent.call_one(9)))
 check("hook for explicit concurrent", hooked(1))
 check("later call after concurrent failure", get(conc_mesh.slice(gpus=0).ping.call_one()))
 
 # Over several ranks: call raises the failed rank's error; stream gives one outcome per rank.
-gather = fresh("gather", SyncWorker)
+gather = spawn_fresh("gather", SyncWorker, gpus=2)
 check("call where rank 1 fails", get(gather.rank1_fails.call()))
 check("hook for the call", hooked(1))
-streamed = fresh("streamed", SyncWorker)
+streamed = spawn_fresh("streamed", SyncWorker, gpus=2)
 check("stream where rank 1 fails", sorted(get(f) for f in streamed.rank1_fails.stream()))
 check("hook for the stream", hooked(1))
-chosen = fresh("chosen", SyncWorker)
+chosen = spawn_fresh("chosen", SyncWorker, gpus=2)
 check("choose on the healthy rank", get(chosen.slice(gpus=0).rank1_fails.choose()))
 
 # A thread still holds the port when the endpoint raises.
-held = fresh("held", SyncWorker)
+held = spawn_fresh("held", SyncWorker, gpus=2)
 check("port held by a thread", get(held.slice(gpus=1).held_by_thread.call_one()))
 check("hook for the held port", hooked(1))
 
 # BaseException: the caller waits and gets SupervisionError; so do the calls queued behind it.
-base = fresh("base", SyncWorker)
+base = spawn_fresh("base", SyncWorker, gpus=2)
 check("BaseException with reply port", get(base.slice(gpus=0).raises_base.call_one()))
 check("hook for the BaseException", hooked(1))
-queued = fresh("queued", SyncWorker)
+queued = spawn_fresh("queued", SyncWorker, gpus=2)
 one = queued.slice(gpus=0)
 first, second, third = one.slow_then_base.call_one(), one.ping.call_one(), one.ping.call_one()
 check("the failing call", get(first))
@@ -189,14 +143,13 @@ check("queued calls behind it", [get(second), get(third)])
 check("hook for the queued failure", hooked(1))
 
 # An Exception with no reply port (broadcast) fails the actor.
-bcast = fresh("bcast", SyncWorker)
+bcast = spawn_fresh("bcast", SyncWorker, gpus=2)
 bcast.raises.broadcast()
 check("hook for a failed broadcast on both ranks", hooked(2))
 # Calls show the mesh's first failure; which rank failed first is a race: mask the rank.
 check("call after the broadcast failure",
       re.sub(r"\{'gpus': \d/2\}", "{'gpus': ?/2}", get(bcast.slice(gpus=0).ping.call_one())))
 
-check("no other fault reached the hook", failures.empty())
-for procs in meshes:
-    procs.stop().get()
+check("no other fault reached the hook", no_other_faults())
+stop_fresh_procs()
 check("done", "yes")

@@ -11,18 +11,24 @@ and time in the stderr header are masked). Then: a proc killed by a signal insid
 """
 
 import os
-import queue
 import re
 import signal
 import subprocess
 import sys
 import textwrap
 
-import monarch.actor
-from compat import check, outcome
+from _supervision import (
+    brief,
+    get,
+    hooked,
+    no_other_faults,
+    record_faults,
+    spawn_fresh,
+    stop_fresh_procs,
+)
+from compat import check
 from monarch.actor import Actor, concurrent_endpoint, endpoint, this_host
 
-WAIT = 60.0
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 CHILD_PRELUDE = """
@@ -30,12 +36,6 @@ import atexit, threading, time
 import monarch.actor
 from monarch.actor import Actor, endpoint, this_host
 atexit.register(lambda: print("ATEXIT", flush=True))
-
-def wait_a_minute():
-    # Short sleeps: torchmonarch interrupts the main thread when it next runs Python code, not
-    # inside a blocking call (ours wakes it there too).
-    for _ in range(600):
-        time.sleep(0.1)
 
 class Doomed(Actor):
     @endpoint
@@ -45,6 +45,17 @@ class Doomed(Actor):
     @endpoint
     def boom(self):
         raise ValueError("nobody handles this")
+
+def fail_unhandled_and_wait():
+    # A failure that reaches the fault hook, then a minute for the hook's interrupt to arrive.
+    mesh = this_host().spawn_procs(per_host={"gpus": 1}).spawn("doomed", Doomed)
+    mesh.ping.call().get()
+    mesh.boom.broadcast()
+    # Short sleeps: torchmonarch interrupts the main thread when it next runs Python code, not
+    # inside a blocking call (ours wakes it there too).
+    for _ in range(600):
+        time.sleep(0.1)
+    print("NOT-INTERRUPTED", flush=True)
 """
 
 
@@ -70,12 +81,8 @@ def run_child(body: str) -> dict:
 
 # The default hook: fatal. The main thread is interrupted and the program ends by SIGINT.
 check("default hook", run_child("""
-    mesh = this_host().spawn_procs(per_host={"gpus": 1}).spawn("doomed", Doomed)
-    mesh.ping.call().get()
-    mesh.boom.broadcast()
     try:
-        wait_a_minute()
-        print("NOT-INTERRUPTED", flush=True)
+        fail_unhandled_and_wait()
     except KeyboardInterrupt:
         print("INTERRUPTED", flush=True)
         raise
@@ -88,12 +95,8 @@ check("raising hook, interrupt caught", run_child("""
         print("HOOK", flush=True)
         raise RuntimeError("the hook gives up")
     monarch.actor.unhandled_fault_hook = hook
-    mesh = this_host().spawn_procs(per_host={"gpus": 1}).spawn("doomed", Doomed)
-    mesh.ping.call().get()
-    mesh.boom.broadcast()
     try:
-        wait_a_minute()
-        print("NOT-INTERRUPTED", flush=True)
+        fail_unhandled_and_wait()
     except KeyboardInterrupt:
         print("CARRIED-ON", flush=True)
 """))
@@ -111,43 +114,7 @@ check("returning hook", run_child("""
 """))
 
 # In this process: a recording hook, and more ways to fail.
-failures: "queue.Queue[str]" = queue.Queue()
-
-
-def hook(failure) -> None:
-    text = str(failure)
-    if failure.mesh_name.startswith("logger") or "undeliverable message" in text:
-        return  # torchmonarch's internal meshes, and calls bouncing off failed actors
-    failures.put(brief(text))
-
-
-monarch.actor.unhandled_fault_hook = hook
-
-
-def brief(text: str) -> str:
-    """Tracebacks cut to their header and last line; mesh names without torchmonarch's suffix."""
-    text = re.sub(r"(mesh_name=[A-Za-z_]+)-[A-Za-z0-9]+", r"\1", text)
-    out: list = []
-    deeper_than = None
-    for line in text.split("\n"):
-        indent = len(line) - len(line.lstrip(" "))
-        if deeper_than is not None:
-            if indent > deeper_than or not line.strip():
-                continue
-            deeper_than = None
-            out.append(" " * indent + "...")
-        out.append(line)
-        if line.endswith("Traceback (most recent call last):"):
-            deeper_than = indent
-    return "\n".join(out)
-
-
-def get(fut) -> str:
-    return brief(outcome(fut.get, timeout=WAIT))
-
-
-def hooked(n: int) -> list:
-    return sorted(failures.get(timeout=WAIT) for _ in range(n))
+record_faults(with_report=False)
 
 
 class Victim(Actor):
@@ -211,39 +178,30 @@ class AsyncOwner(Actor):
         return True
 
 
-made: list = []
-
-
-def spawn(name: str, cls: type, gpus: int = 1):
-    procs = this_host().spawn_procs(per_host={"gpus": gpus})
-    made.append(procs)
-    return procs.spawn(name, cls)
-
-
-killed = spawn("killed", Victim)
+killed = spawn_fresh("killed", Victim)
 killed.ping.call_one().get()
 check("in-flight call when the proc is SIGKILLed", get(killed.kill_own_proc.call_one()))
 check("hook for the SIGKILLed proc", hooked(1))
 
-exiting = spawn("exiting", Victim)
+exiting = spawn_fresh("exiting", Victim)
 check("SystemExit in an endpoint", get(exiting.system_exit.call_one()))
 check("hook for SystemExit", hooked(1))
 
-interrupted = spawn("interrupted", Victim)
+interrupted = spawn_fresh("interrupted", Victim)
 check("KeyboardInterrupt in an endpoint", get(interrupted.keyboard_interrupt.call_one()))
 check("hook for KeyboardInterrupt", hooked(1))
 
-base_init = spawn("base_init", BaseInit)
+base_init = spawn_fresh("base_init", BaseInit)
 check("hook for SystemExit in __init__", hooked(1))
 check("call after SystemExit in __init__", get(base_init.ping.call_one()))
 
-concurrent = spawn("concurrent", Concurrent)
+concurrent = spawn_fresh("concurrent", Concurrent)
 concurrent.ping.call_one().get()
 concurrent_err = get(concurrent.base.call_one())
 check("BaseException in a concurrent endpoint, first line", concurrent_err.split("\n")[0])
 check("the concurrent actor lives on", get(concurrent.ping.call_one()))
 
-owner = spawn("async_owner", AsyncOwner)
+owner = spawn_fresh("async_owner", AsyncOwner)
 owner.fail_child.call_one().get()
 while get(owner.seen_failures.call_one()) == "returned []":
     pass  # each call is a round trip; the supervision event arrives within milliseconds
@@ -255,7 +213,6 @@ on_stopped.ping.call_one().get()
 stopped_procs.stop().get()
 check("call after its proc mesh stopped", get(on_stopped.ping.call_one()).split(",")[0])
 
-check("no other fault reached the hook", failures.empty())
-for procs in made:
-    procs.stop().get()
+check("no other fault reached the hook", no_other_faults())
+stop_fresh_procs()
 check("done", "yes")

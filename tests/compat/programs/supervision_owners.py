@@ -11,56 +11,23 @@ by a failing actor: torchmonarch 0.7.0 leaves those waits hanging, ours resolves
 """
 
 import os
-import queue
-import signal
 import re
+import signal
 
-import monarch.actor
+from _supervision import (
+    WAIT,
+    brief,
+    get,
+    hooked,
+    no_other_faults,
+    record_faults,
+    spawn_fresh,
+    stop_fresh_procs,
+)
 from compat import check, ours_only, outcome
 from monarch.actor import Actor, Channel, context, endpoint, this_host
 
-WAIT = 60.0  # seconds any single wait may take before the check reports a hang
-
-failures: "queue.Queue[str]" = queue.Queue()
-
-
-def hook(failure) -> None:
-    # Monarch 0.7.0 also reports its own per-proc "logger" meshes and calls bouncing off a
-    # failed actor as undeliverable (with random addresses); keep the user's meshes.
-    text = str(failure)
-    if failure.mesh_name.startswith("logger") or "undeliverable message" in text:
-        return
-    failures.put(brief(text) + " | report: " + brief(failure.report()))
-
-
-monarch.actor.unhandled_fault_hook = hook
-
-
-def brief(text: str) -> str:
-    """The text with each traceback cut to its header and last line, and mesh names without
-    the random suffix torchmonarch appends."""
-    text = re.sub(r"(mesh_name=[A-Za-z_]+)-[A-Za-z0-9]+", r"\1", text)
-    out: list[str] = []
-    skip_deeper_than: "int | None" = None
-    for line in text.split("\n"):
-        indent = len(line) - len(line.lstrip(" "))
-        if skip_deeper_than is not None:
-            if indent > skip_deeper_than or not line.strip():
-                continue
-            skip_deeper_than = None
-            out.append(" " * indent + "...")
-        out.append(line)
-        if line.endswith("Traceback (most recent call last):"):
-            skip_deeper_than = indent
-    return "\n".join(out)
-
-
-def get(fut) -> str:
-    return brief(outcome(fut.get, timeout=WAIT))
-
-
-def hooked(n: int) -> list:
-    return sorted(failures.get(timeout=WAIT) for _ in range(n))
+record_faults(with_report=True)
 
 
 class Boom(BaseException):
@@ -205,17 +172,8 @@ class Holder(Actor):
         other.hold.call_one(port).get()
 
 
-def procs():
-    """Fresh procs: Monarch 0.7.0 spawns nothing more on a proc mesh that saw a failure."""
-    mesh = this_host().spawn_procs(per_host={"gpus": 1})
-    made.append(mesh)
-    return mesh
-
-
-made: list = []
-
 # __supervise__ returning True: the owner handles it and lives; the child's calls fail.
-handler = procs().spawn("handler", Parent, "handle")
+handler = spawn_fresh("handler", Parent, "handle")
 check("owner starts its child", get(handler.start.call_one()))
 handler.fail_child.call_one().get()
 check("owner calls its failed child", get(handler.call_child.call_one()))
@@ -223,7 +181,7 @@ check("what __supervise__ saw", get(handler.seen_failures.call_one()))
 check("owner lives on after handling", get(handler.alive.call_one()))
 
 # The child's proc is killed: the owner hears of it, named after the child actor.
-killer = procs().spawn("killer", Parent, "handle")
+killer = spawn_fresh("killer", Parent, "handle")
 killer.start.call_one().get()
 killer.kill_child_proc.call_one().get()
 while get(killer.seen_failures.call_one()) == "returned []":
@@ -232,14 +190,14 @@ check("__supervise__ for a killed child proc", get(killer.seen_failures.call_one
 check("owner calls its killed child", get(killer.call_child.call_one()))
 
 # __supervise__ returning False: the owner fails; the client's hook hears of the owner.
-careless = procs().spawn("careless", Parent, "ignore")
+careless = spawn_fresh("careless", Parent, "ignore")
 careless.start.call_one().get()
 careless.fail_child.call_one().get()
 check("hook for an unhandled child failure", hooked(1))
 check("calls to the failed owner", get(careless.seen_failures.call_one()))
 
 # __supervise__ raising: the owner fails with that exception.
-raiser = procs().spawn("raiser", Parent, "raise")
+raiser = spawn_fresh("raiser", Parent, "raise")
 raiser.start.call_one().get()
 raiser.fail_child.call_one().get()
 check("hook for a raising __supervise__, first lines", "\n".join(hooked(1)[0].split("\n")[:4]))
@@ -247,9 +205,7 @@ check("calls to the owner whose __supervise__ raised, first lines",
       "\n".join(get(raiser.seen_failures.call_one()).split("\n")[:3]))
 
 # __init__ raising fails every rank; calls fail.
-bad = this_host().spawn_procs(per_host={"gpus": 2})
-made.append(bad)
-bad_mesh = bad.spawn("badinit", BadInit)
+bad_mesh = spawn_fresh("badinit", BadInit, gpus=2)
 check("hook for __init__ failures", hooked(2))
 # Which rank's report a call shows depends on which failure arrived first: keep the rest.
 init_err = get(bad_mesh.slice(gpus=1).ping.call_one())
@@ -257,7 +213,7 @@ check("call to an actor whose __init__ failed",
       (init_err.split(", The actor")[0], init_err.split("descendants have failed:")[-1]))
 
 # A proc that exits inside an endpoint.
-exiter = procs().spawn("exiter", Exiter)
+exiter = spawn_fresh("exiter", Exiter)
 exiter.ping.call_one().get()
 err = get(exiter.exit_proc.call_one())
 check("pending call when the proc exits",
@@ -267,31 +223,30 @@ check("hook for the exited proc", hooked(1))
 check("later call to the exited proc", get(exiter.ping.call_one()).split("\n")[-1])
 
 # abort() with and without a reason.
-aborter = procs().spawn("aborter", Aborter)
+aborter = spawn_fresh("aborter", Aborter)
 aborter.ping.call_one().get()
 aborter.abort_with.broadcast("my reason")
 check("hook for abort with a reason", hooked(1))
 check("call after abort", get(aborter.ping.call_one()))
-silent = procs().spawn("silent", Aborter)
+silent = spawn_fresh("silent", Aborter)
 silent.ping.call_one().get()
 silent.abort_with.broadcast(None)
 check("hook for abort without a reason", hooked(1))
 
 # stop(): __cleanup__ runs, later calls fail, the hook hears nothing; stopping procs.
 port, receiver = Channel.open()
-cleaner_procs = procs()
+cleaner_procs = this_host().spawn_procs(per_host={"gpus": 1})  # stopped below
 cleaner = cleaner_procs.spawn("cleaner", Cleaner, port)
 cleaner.ping.call_one().get()
 check("stop of an actor mesh", get(cleaner.stop()))
 check("__cleanup__ on stop", get(receiver.recv()))
 check("call after stop fails", get(cleaner.ping.call_one()).split(",")[0])
 check("stop of the proc mesh", get(cleaner_procs.stop()))
-made.remove(cleaner_procs)
 check("spawn on stopped procs", outcome(cleaner_procs.spawn, "again", Child))
 
 # A failed actor's __cleanup__ runs too, with an Exception saying why (its actor id masked).
 failed_port, failed_receiver = Channel.open()
-failing_cleaner = procs().spawn("failing_cleaner", FailingCleaner, failed_port)
+failing_cleaner = spawn_fresh("failing_cleaner", FailingCleaner, failed_port)
 failing_cleaner.ping.call_one().get()
 failing_cleaner.die.broadcast()
 cleanup_text = brief(failed_receiver.recv().get(timeout=WAIT))
@@ -300,7 +255,7 @@ hooked(1)
 check("stop after the failure", get(failing_cleaner.stop()))
 
 # Ports held by a failing actor: torchmonarch leaves these waits hanging (see the docstring).
-holders = procs().spawn("holders", Holder)
+holders = spawn_fresh("holders", Holder)
 holders.ping.call_one().get()
 channel_port, channel_receiver = Channel.open()
 holders.fail_holding.broadcast(channel_port)
@@ -316,8 +271,8 @@ ours_only("channel receiver of a port the failed actor held", channel_receiver_r
           "the receiver's recv() hangs forever")
 hooked(1)
 
-relayer = procs().spawn("relayer", Holder)
-keeper = procs().spawn("keeper", Holder)
+relayer = spawn_fresh("relayer", Holder)
+keeper = spawn_fresh("keeper", Holder)
 relayer.ping.call_one().get()
 keeper.ping.call_one().get()
 
@@ -336,7 +291,6 @@ ours_only("explicit port passed to another actor that fails", relayed_call_resol
           "<root>.<__main__.Holder keeper{'gpus': 0/1}> and all its descendants have failed:",
           "the call waits forever on the relaying actor, which stays healthy")
 
-check("no other fault reached the hook", failures.empty())
-for mesh in made:
-    mesh.stop().get()
+check("no other fault reached the hook", no_other_faults())
+stop_fresh_procs()
 check("done", "yes")
