@@ -4,7 +4,7 @@
    interpreter from `HostMesh.with_python_executable` that cannot run monarch) fails its rank at
    once, with its exit status, as a proc that dies after ready does: `initialized`, actors
    spawned on it, calls and `stop()` resolve at once, and the proc mesh's owner (here the
-   client's fault hook) is told. Before, they waited for `mesh_proc_spawn_max_idle` (30 s).
+   client's fault hook) is told; on a remote host (`attach_to_workers`) too. Before, they waited for `mesh_proc_spawn_max_idle` (30 s).
 2. A reply port handed to an actor in a call's arguments is answered with a `SupervisionError`
    when that actor's proc dies before answering it, so the caller waiting on it does not hang.
 
@@ -24,7 +24,8 @@ import pytest
 
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
-from monarch.actor import Actor, Channel, endpoint, this_host
+from monarch.actor import Actor, Channel, attach_to_workers, endpoint, this_host
+from tests.hosts.conftest import two_workers  # noqa: F401 (a fixture)
 
 # Below mesh_proc_spawn_max_idle (30 s): an answer that only the idle timeout gives fails here.
 FAST = 15.0
@@ -153,3 +154,19 @@ def test_handed_ports_are_remembered_boundedly() -> None:
 
 async def _noop() -> None:
     return None
+
+
+def test_remote_proc_that_dies_before_ready_fails_at_once(
+    two_workers: Any, fault_recorder: Any
+) -> None:
+    hosts = attach_to_workers(ca="trust_all_connections", workers=two_workers.addresses)
+    try:
+        procs = hosts.spawn_procs(per_host={"gpus": 1}, bootstrap=exit_3)
+        with pytest.raises(SupervisionError, match="exited with non-zero code 3"):
+            procs.initialized.get(timeout=FAST)
+        with pytest.raises(SupervisionError, match="exited with non-zero code 3"):
+            procs.spawn("echo", Echo).ping.call().get(timeout=FAST)
+        procs.stop().get(timeout=FAST)
+        fault_recorder.wait_for(1, timeout=FAST)
+    finally:
+        hosts.shutdown().get(timeout=30)
