@@ -10,7 +10,7 @@ import torch
 
 import monarch
 import tensorfns
-from compat import check, ours_only
+from compat import check, ours_only, outcome
 from monarch.actor import Actor, current_rank, endpoint, this_host
 
 
@@ -65,14 +65,6 @@ def values(vm):
     return [v for _, v in vm.items()]
 
 
-def error_of(fn):
-    try:
-        fn()
-    except Exception as exc:  # noqa: BLE001 - the point is to report it
-        return type(exc).__name__, str(exc)
-    return None, ""
-
-
 procs = this_host().spawn_procs(per_host={"gpus": 2})
 early = procs.spawn("early", Trainer)
 
@@ -115,7 +107,7 @@ with procs.activate():
     check("the call's own result", values(fut.get()))
     check("the controller sees the actor's change", monarch.inspect(z).tolist())
 
-    kind, text = error_of(lambda: late.boom.call(x).get())
+    kind, _, text = outcome(lambda: late.boom.call(x).get()).partition(": ")
     check("an endpoint exception reaches the caller as", kind)
     check("its message is kept", "trainer refused the tensor" in text)
     late.boom.broadcast(x)
@@ -153,7 +145,7 @@ check("outside activate the shards still arrive", [g[1] for g in got])
 other_procs = this_host().spawn_procs(per_host={"gpus": 2})
 elsewhere = other_procs.spawn("elsewhere", Trainer)
 with procs.activate():
-    kind, text = error_of(lambda: elsewhere.step.call(x[0]))
+    kind, _, text = outcome(lambda: elsewhere.step.call(x[0])).partition(": ")
     check("tensors of another proc mesh are refused with", kind)
     check("the refusal says why",
           text.startswith("monarch Tensors sent to an actor must be located on the same process "
@@ -163,6 +155,6 @@ with procs.activate():
 victim = procs.spawn("victim", Trainer)
 with procs.activate():
     bad = tensorfns.fail(x)
-    kind, text = error_of(lambda: victim.step.call(bad).get())
+    kind, _, text = outcome(lambda: victim.step.call(bad).get()).partition(": ")
     check("a failed argument reaches the caller as", kind)
     check("with the original error", "argument computation failed" in text)

@@ -11,7 +11,7 @@ import torch
 
 import monarch
 import tensorfns
-from compat import check, ours_only, raises
+from compat import check, ours_only, outcome, raises
 from monarch.actor import Actor, endpoint, this_host
 
 
@@ -19,14 +19,6 @@ class Doubler(Actor):
     @endpoint(propagate=lambda t: torch.empty(t.shape))
     def doubled(self, t):
         return t * 2
-
-
-def error_of(fn):
-    try:
-        fn()
-    except Exception as exc:  # noqa: BLE001 - the point is to report it
-        return type(exc).__name__, str(exc)
-    return None, ""
 
 
 procs = this_host().spawn_procs(per_host={"gpus": 2})
@@ -51,7 +43,8 @@ with procs.activate():
         w = borrowed * 10
         check("work on another stream, through a borrow", monarch.inspect(w, gpus=1).tolist())
     borrow.drop()
-    check("fetching a tensor of another stream raises", error_of(lambda: monarch.inspect(w))[0])
+    check("fetching a tensor of another stream raises",
+          outcome(lambda: monarch.inspect(w)).partition(": ")[0])
     check("the active stream's name", monarch.get_active_stream().name)
 
     check("a decorated module-level remote function",
@@ -61,10 +54,11 @@ with procs.activate():
     vm = tensorfns.world_size.call().get()
     check("remote(fn).call() gives a ValueMesh", type(vm).__name__)
     check("its values", list(vm.values()))
-    kind, text = error_of(lambda: monarch.fetch_shard(tensorfns.explode(x)).result())
+    failed = outcome(lambda: monarch.fetch_shard(tensorfns.explode(x)).result())
+    kind, _, text = failed.partition(": ")
     check("a failing remote function fetched raises", kind)
     check("with the original message", "ValueError: exploded on purpose" in text)
-    kind, text = error_of(lambda: tensorfns.explode.call(x).get())
+    kind, _, text = outcome(lambda: tensorfns.explode.call(x).get()).partition(": ")
     check("a failing remote function called raises", kind)
     check("called, with the original message", "exploded on purpose" in text)
 

@@ -9,16 +9,8 @@ import torch
 
 import monarch
 import tensorfns
-from compat import check
+from compat import check, raises
 from monarch.actor import this_host
-
-
-def error_of(fn):
-    try:
-        value = fn()
-    except Exception as exc:  # noqa: BLE001 - the point is to report it
-        return f"{type(exc).__name__}: {exc}"
-    return f"returned {value!r}"
 
 
 procs = this_host().spawn_procs(per_host={"gpus": 2})
@@ -35,9 +27,9 @@ with procs.activate():
     check("a lambda sent by value", monarch.inspect(times_five(x), gpus=1).tolist())
     ones = monarch.remote("torch.ones", propagate=lambda n: torch.empty(n))
     check("a library function by string path", monarch.inspect(ones(3)).tolist())
-    check("a wrong number of arguments is caught by the propagator",
-          error_of(lambda: tensorfns.add_one(torch.ones(2), torch.ones(2))))
-    check("call_one over two procs", error_of(lambda: tensorfns.world_size.call_one()))
+    raises("a wrong number of arguments is caught by the propagator",
+           lambda: tensorfns.add_one(torch.ones(2), torch.ones(2)))
+    raises("call_one over two procs", lambda: tensorfns.world_size.call_one())
 
     side = monarch.Stream("mutating")
     xb, borrow = side.borrow(x, mutable=True)
