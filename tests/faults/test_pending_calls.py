@@ -121,6 +121,14 @@ def _supervision_error(fut: Any) -> SupervisionError:
     return info.value
 
 
+def _failure_text(fut: Any, fault_recorder: Any) -> str:
+    """The text of the `SupervisionError` that fut resolves with, once the fault hook has heard
+    of the failure too (one report: the actor failed once)."""
+    err = _supervision_error(fut)
+    fault_recorder.wait_for(1)
+    return str(err)
+
+
 @pytest.mark.parametrize(
     ("cls", "method", "text"),
     [
@@ -150,9 +158,8 @@ def test_call_over_ranks_where_one_fails_raises_that_ranks_failure(
     procs2: Any, fault_recorder: Any
 ) -> None:
     mesh = procs2.spawn("pending_gather", SyncPorts)
-    err = _supervision_error(mesh.rank1_fails.call())
-    assert "pending_gather{'gpus': 1/2}>" in str(err) and "rank 1 failed" in str(err)
-    fault_recorder.wait_for(1)
+    err = _failure_text(mesh.rank1_fails.call(), fault_recorder)
+    assert "pending_gather{'gpus': 1/2}>" in err and "rank 1 failed" in err
     assert mesh.slice(gpus=0).ping.call_one().get(timeout=TIMEOUT) == "pong"
 
 
@@ -174,9 +181,8 @@ def test_port_kept_by_a_thread_resolves_when_the_endpoint_raises(
     procs2: Any, fault_recorder: Any
 ) -> None:
     mesh = procs2.spawn("pending_thread", SyncPorts).slice(gpus=1)
-    err = _supervision_error(mesh.thread_keeps_port.call_one())
-    assert "the thread keeps the port" in str(err)
-    fault_recorder.wait_for(1)
+    err = _failure_text(mesh.thread_keeps_port.call_one(), fault_recorder)
+    assert "the thread keeps the port" in err
 
 
 def test_explicit_port_handed_to_another_actor_resolves_when_that_actor_fails(
@@ -188,10 +194,9 @@ def test_explicit_port_handed_to_another_actor_resolves_when_that_actor_fails(
     # The relayer handles one message at a time: once ping answers, the keeper holds the port.
     assert relayer.ping.call_one().get(timeout=TIMEOUT) == "pong"
     keeper.fail.broadcast()
-    err = _supervision_error(pending)
-    assert str(err).startswith("Endpoint call pending_relayer.relay() failed, The actor <root>.<")
-    assert "pending_keeper{'gpus': 1/2}>" in str(err) and "the holder failed" in str(err)
-    fault_recorder.wait_for(1)
+    err = _failure_text(pending, fault_recorder)
+    assert err.startswith("Endpoint call pending_relayer.relay() failed, The actor <root>.<")
+    assert "pending_keeper{'gpus': 1/2}>" in err and "the holder failed" in err
     assert relayer.ping.call_one().get(timeout=TIMEOUT) == "pong"
 
 
@@ -202,9 +207,8 @@ def test_channel_receiver_resolves_when_the_actor_holding_its_port_fails(
     port, receiver = Channel.open()
     waiting = receiver.recv()
     mesh.fail.broadcast(port)
-    err = _supervision_error(waiting)
-    assert "pending_channel{'gpus': 0/2}>" in str(err) and "the holder failed" in str(err)
-    fault_recorder.wait_for(1)
+    err = _failure_text(waiting, fault_recorder)
+    assert "pending_channel{'gpus': 0/2}>" in err and "the holder failed" in err
 
 
 def test_calls_queued_behind_a_failing_message_all_resolve(
@@ -231,9 +235,7 @@ def test_running_concurrent_call_resolves_when_its_actor_fails(
     running = mesh.concurrent_waits.call_one()
     assert mesh.ping.call_one().get(timeout=TIMEOUT) == "pong"  # the concurrent body started
     mesh.fatal.broadcast()
-    err = _supervision_error(running)
-    assert "failed with a concurrent call running" in str(err)
-    fault_recorder.wait_for(1)
+    assert "failed with a concurrent call running" in _failure_text(running, fault_recorder)
 
 
 def test_concurrent_endpoint_base_exception_is_forwarded_and_actor_lives(
@@ -274,10 +276,9 @@ def test_choose_over_ranks_that_all_fail_resolves_with_supervision_error(
     procs2: Any, fault_recorder: Any
 ) -> None:
     mesh = procs2.spawn("pending_choose", SyncPorts)
-    err = _supervision_error(mesh.explicit_raises.choose(3))
-    assert str(err).startswith("Endpoint call pending_choose.explicit_raises() failed, The actor")
-    assert "ValueError: explicit sync 3" in str(err)
-    fault_recorder.wait_for(1)
+    err = _failure_text(mesh.explicit_raises.choose(3), fault_recorder)
+    assert err.startswith("Endpoint call pending_choose.explicit_raises() failed, The actor")
+    assert "ValueError: explicit sync 3" in err
 
 
 def test_actor_failed_from_another_thread_answers_calls_while_its_message_still_runs(
