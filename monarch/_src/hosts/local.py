@@ -152,6 +152,7 @@ class LocalHostAgent:
             proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
         table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
         table.proc_ids = list(proc_ids)
+        table.has_bootstrap = bootstrap is not None
         table.tail_lines = int((spec or {}).get("tail_log_lines", config_get("tail_log_lines")))
         payload = encode(bootstrap) if bootstrap is not None else None
         common = {

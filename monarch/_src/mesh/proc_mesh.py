@@ -36,6 +36,11 @@ __all__ = ["ProcMesh", "ProcTable", "fetch_proc_mesh", "report_proc_failure", "t
 
 T = TypeVar("T")
 
+# Monarch's setup actor, which runs a proc mesh's bootstrap: a proc that dies before it is
+# ready fails under these names (its class path is Monarch's, as users see it there).
+_SETUP_ACTOR = "monarch._src.actor.proc_mesh.SetupActor"
+_SETUP_ENDPOINT = "setup.setup"
+
 # Owned proc meshes of this process by id, so actors on them can fetch a reference.
 _registry: dict[str, ProcMesh] = {}
 
@@ -66,6 +71,14 @@ class ProcTable:
         # Mesh key -> (display prefix "<creator>.<module.Class name", labels, sizes): how
         # failure reports name each actor of that mesh (Monarch's "The actor ... have failed").
         self.actor_displays: dict[str, tuple[str, tuple[str, ...], tuple[int, ...]]] = {}
+        # Set by the host agent when the procs run a `bootstrap`, and by the owning ProcMesh
+        # (the owner's display, the mesh's labels and sizes): a proc that dies before it is
+        # ready then fails as Monarch's setup actor does ("Endpoint call setup.setup() failed,
+        # The actor <root>.<...SetupActor setup{'gpus': 0/2}> ..."), see `report_proc_failure`.
+        self.has_bootstrap = False
+        self.owner_display = "<root>"
+        self.extent: tuple[tuple[str, ...], tuple[int, ...]] | None = None
+        self.setup_failed: set[int] = set()  # ranks whose proc died before it was ready
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -95,7 +108,24 @@ class ProcTable:
     def fail(self, rank: int, report: str) -> None:
         self.failed[rank] = report
         if not self.ready.done():
-            self.ready.set_exception(SupervisionError(report))
+            self.ready.set_exception(self.error(rank, report))
+
+    def error(self, rank: int, report: str, endpoint: str | None = None) -> SupervisionError:
+        """The error a call reaching failed rank `rank` gets (a death during setup names the
+        setup actor's endpoint, as in Monarch, whatever endpoint was called)."""
+        if rank in self.setup_failed:
+            return SupervisionError(report, _SETUP_ENDPOINT)
+        return SupervisionError(report, endpoint)
+
+    def setup_report(self, rank: int, report: str) -> str | None:
+        """`report` as the failure of Monarch's setup actor on rank `rank`, for a proc that
+        ran a bootstrap and died before it was ready; None otherwise."""
+        if not self.has_bootstrap or self.extent is None or rank in self.failed:
+            return None
+        if not self.keys[rank].startswith("pending:"):
+            return None
+        point = Point(rank, extent_of(*self.extent))
+        return failure_report(f"{self.owner_display}.<{_SETUP_ACTOR} setup{point!r}>", report)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Sending a table waits until every proc is up, so the copy holds only addresses.
@@ -110,6 +140,17 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
     Each actor mesh with an actor on that proc is a failed mesh, and its owner is told; with no
     actor there, the proc mesh's owner is told about the proc mesh.
     """
+    setup = table.setup_report(rank, report)
+    if setup is not None:
+        # Monarch runs the bootstrap in a setup actor that every call and spawn waits for: its
+        # failure is what they all get, and what the proc mesh's owner is told.
+        table.setup_failed.add(rank)
+        table.fail(rank, setup)
+        rt.mailbox.post(rt.address, (
+            CONTROL, "supervise", (table.owner_key, table.name, table.mesh_key, rank, setup),
+            None))
+        rt.mailbox.mark_dead(table.keys[rank], table.error(rank, setup))
+        return
     table.fail(rank, report)
 
     def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int,
@@ -170,6 +211,9 @@ class ProcMesh(MeshTrait):
         pm._owner_addr = owner_addr or get_runtime().address
         if owned:
             _registry[pm._id] = pm
+            if table.extent is None:
+                table.extent = (tuple(shape.labels), tuple(shape.ndslice.sizes))
+                table.owner_display = str(current_instance())
         return pm
 
     # ---- mesh protocol ----------------------------------------------------------------------
@@ -195,7 +239,7 @@ class ProcMesh(MeshTrait):
             for rank in ranks:
                 report = table.failed.get(rank)
                 if report is not None:
-                    raise SupervisionError(report, f"{mesh_name}.{endpoint}")
+                    raise table.error(rank, report, f"{mesh_name}.{endpoint}")
 
     # ---- spawning ---------------------------------------------------------------------------
     def spawn(self, name: str, Class: type[T], *args: Any, **kwargs: Any) -> T:
