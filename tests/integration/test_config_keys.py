@@ -129,28 +129,33 @@ class SlowCleanup(Actor):
         threading.Event().wait()
 
 
+def _stop_with_stuck_cleanup(name: str, **keys: str) -> str:
+    """Stop a proc whose actor's `__cleanup__` never returns, under the config `keys`; how the
+    proc ended, as the local host saw it."""
+    with configured(**keys):
+        procs = this_host().spawn_procs(per_host={"gpus": 1})
+        actor = procs.spawn(name, SlowCleanup)
+        pid = actor.pid.call_one().get(timeout=60)
+        procs.stop().get(timeout=STOP_TIMEOUT)
+    return _exit_status(pid)
+
+
 @pytest.mark.timeout(120)
 def test_stop_actor_timeout_bounds_actor_stop_then_the_proc_exits_cleanly() -> None:
     # Without stop_actor_timeout the cleanup would hold the proc for cleanup_timeout (10 min),
     # and the host would kill it after proc_stop_max_idle + mesh_terminate_timeout.
-    with configured(cleanup_timeout="10m", stop_actor_timeout="1s",
-                    proc_stop_max_idle="10m", mesh_terminate_timeout="10m"):
-        procs = this_host().spawn_procs(per_host={"gpus": 1})
-        actor = procs.spawn("slow_cleanup", SlowCleanup)
-        pid = actor.pid.call_one().get(timeout=60)
-        procs.stop().get(timeout=STOP_TIMEOUT)
-    assert _exit_status(pid) == "Exited(0)"
+    ended = _stop_with_stuck_cleanup("slow_cleanup", cleanup_timeout="10m",
+                                     stop_actor_timeout="1s", proc_stop_max_idle="10m",
+                                     mesh_terminate_timeout="10m")
+    assert ended == "Exited(0)"
 
 
 @pytest.mark.timeout(120)
 def test_proc_stop_max_idle_and_mesh_terminate_timeout_kill_a_proc_that_will_not_stop() -> None:
-    with configured(cleanup_timeout="10m", stop_actor_timeout="10m",
-                    proc_stop_max_idle="1s", mesh_terminate_timeout="1s"):
-        procs = this_host().spawn_procs(per_host={"gpus": 1})
-        actor = procs.spawn("stuck_cleanup", SlowCleanup)
-        pid = actor.pid.call_one().get(timeout=60)
-        procs.stop().get(timeout=STOP_TIMEOUT)
-    assert _exit_status(pid) == "Killed(sig=9)"
+    ended = _stop_with_stuck_cleanup("stuck_cleanup", cleanup_timeout="10m",
+                                     stop_actor_timeout="10m", proc_stop_max_idle="1s",
+                                     mesh_terminate_timeout="1s")
+    assert ended == "Killed(sig=9)"
 
 
 class Timed(Actor):
