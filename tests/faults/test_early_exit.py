@@ -24,7 +24,7 @@ import pytest
 
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
-from monarch.actor import Actor, Channel, attach_to_workers, endpoint, this_host
+from monarch.actor import Actor, ActorError, Channel, attach_to_workers, endpoint, this_host
 from tests.hosts.conftest import two_workers  # noqa: F401 (a fixture)
 
 # Below mesh_proc_spawn_max_idle (30 s): an answer that only the idle timeout gives fails here.
@@ -100,6 +100,25 @@ def test_proc_that_dies_before_ready_fails_at_once(
     texts = fault_recorder.wait_for(1, timeout=FAST)
     assert any(re.search(f"the process this actor was running on {status}", t) for t in texts), texts
     procs.stop().get(timeout=FAST)
+
+
+def raises() -> None:
+    raise ValueError("bootstrap refused")
+
+
+def test_bootstrap_that_raises_fails_as_the_setup_call(fault_recorder: Any) -> None:
+    """As in Monarch: the bootstrap's exception reaches `initialized` and every call as the
+    `ActorError` of the setup actor's call, not as a proc failure (no fault is reported)."""
+    procs = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=raises)
+    with pytest.raises(ActorError) as failed:
+        procs.initialized.get(timeout=FAST)
+    assert str(failed.value).startswith("Actor call setup.setup failed.\n Traceback of where")
+    assert str(failed.value).endswith("ValueError: bootstrap refused\n")
+    assert isinstance(failed.value.exception, ValueError)
+    with pytest.raises(ActorError, match="Actor call setup.setup failed."):
+        procs.spawn("late", Echo).ping.call().get(timeout=FAST)
+    procs.stop().get(timeout=FAST)
+    assert fault_recorder.texts == []
 
 
 def test_interpreter_that_cannot_start_fails_at_once(fault_recorder: Any, tmp_path: Any) -> None:

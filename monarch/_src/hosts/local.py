@@ -219,7 +219,7 @@ class LocalHostAgent:
         self.rt.loop.call_later(idle, check, len(pending()))
 
     def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, addr, pid, error = args
+        proc_id, addr, pid, error = args[:4]
         with self._lock:
             where = self._pending.pop(proc_id, None)
             if where is not None:
@@ -231,6 +231,8 @@ class LocalHostAgent:
         table, rank = where
         key = PENDING_PREFIX + proc_id
         if error is not None:
+            if len(args) > 4 and args[4] is not None:
+                table.setup_errors[rank] = args[4]  # what Monarch's setup actor raises
             table.fail(rank, error)
             self.rt.mailbox.mark_dead(key, SupervisionError(error))
             return

@@ -22,10 +22,11 @@ from monarch._src.mesh.logs import LogCapture, capture_paths
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 import monarch._src.debug.agent  # noqa: F401  (breakpoint(), post-mortem, stack dumps in procs)
 from monarch._src.mesh.hosted import _STOP, HostedActor
-from monarch._src.runtime.envelope import CONTROL, decode
+from monarch._src.runtime.envelope import CONTROL, decode, encode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import CountPort
 from monarch._src.runtime.runtime import install_proc_runtime
+from monarch._src.supervision.errors import ActorError, format_remote_traceback
 
 __all__ = ["run_proc"]
 
@@ -74,7 +75,7 @@ def run_proc(spec: dict[str, Any]) -> int:
 
     mailbox.control["flush_logs"] = flush_logs
     mailbox.control["log_level"] = log_level
-    error = None
+    error = failure = None
     if spec.get("bootstrap") is not None:
         try:
             fn = decode(spec["bootstrap"])
@@ -83,8 +84,9 @@ def run_proc(spec: dict[str, Any]) -> int:
                 loop.run_until_complete(result)
         except BaseException as exc:  # reported to the controller, which fails the proc mesh
             error = f"bootstrap of proc {spec['proc_id']} failed: {type(exc).__name__}: {exc}"
-    mailbox.post(controller, (CONTROL, "proc_ready", (spec["proc_id"], addr, os.getpid(), error),
-                              None))
+            failure = _setup_failure(exc)
+    mailbox.post(controller, (CONTROL, "proc_ready", (
+        spec["proc_id"], addr, os.getpid(), error, failure), None))
     loop.run_until_complete(done)
     for hook in reversed(rt.shutdown_hooks):  # e.g. procs this proc's actors started
         try:
@@ -94,6 +96,17 @@ def run_proc(spec: dict[str, Any]) -> int:
             pass
     loop.run_until_complete(mailbox.transport.drain())
     return 0
+
+
+def _setup_failure(exc: BaseException) -> Any:
+    """A bootstrap's exception as what Monarch's callers get from its setup actor: an
+    `ActorError` for the call setup.setup (encoded; its text stands in when it cannot pickle)."""
+    message = "Actor call setup.setup failed."
+    try:
+        return encode(ActorError(exc, message))
+    except Exception:
+        return encode(ActorError(RuntimeError(f"{type(exc).__name__}: {exc}"), message,
+                                 format_remote_traceback(exc)))
 
 
 async def _listen(mailbox: Mailbox, spec: dict[str, Any]) -> str:

@@ -424,10 +424,12 @@ def _install(rt: Runtime) -> None:
     _installed.add(id(rt))
 
     def ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, addr, pid, error = args
+        proc_id, addr, pid, error = args[:4]
         found = _procs.get(proc_id)
         if found is not None:
             agent, table, rank = found
+            if error is not None and len(args) > 4 and args[4] is not None:
+                table.setup_errors[rank] = args[4]  # what Monarch's setup actor raises
             agent._proc_ready(table, rank, addr, pid, error)
 
     def failed(peer: str, args: tuple[Any, ...], reply: Any) -> None:

@@ -22,7 +22,7 @@ from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
 from monarch._src.mesh.hosted import SpawnInfo, extent_of, failure_report
 from monarch._src.mesh.ownership import owner_key, tree
-from monarch._src.runtime.envelope import CONTROL, copy_payload, encode
+from monarch._src.runtime.envelope import CONTROL, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
@@ -79,6 +79,9 @@ class ProcTable:
         self.owner_display = "<root>"
         self.extent: tuple[tuple[str, ...], tuple[int, ...]] | None = None
         self.setup_failed: set[int] = set()  # ranks whose proc died before it was ready
+        # Rank -> encoded `ActorError` of a bootstrap that raised ("Actor call setup.setup
+        # failed."): what `initialized` and calls to that rank raise, as in Monarch.
+        self.setup_errors: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
@@ -110,11 +113,14 @@ class ProcTable:
         if not self.ready.done():
             self.ready.set_exception(self.error(rank, report))
 
-    def error(self, rank: int, report: str, endpoint: str | None = None) -> SupervisionError:
+    def error(self, rank: int, report: str, endpoint: str | None = None) -> Exception:
         """The error a call reaching failed rank `rank` gets (a death during setup names the
         setup actor's endpoint, as in Monarch, whatever endpoint was called)."""
         if rank in self.setup_failed:
             return SupervisionError(report, _SETUP_ENDPOINT)
+        payload = self.setup_errors.get(rank)
+        if payload is not None:
+            return decode(payload)  # type: ignore[no-any-return]
         return SupervisionError(report, endpoint)
 
     def setup_report(self, rank: int, report: str) -> str | None:
