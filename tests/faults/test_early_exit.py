@@ -66,6 +66,12 @@ class Relay(Actor):
     def relay_answered(self, port: Any, other: Any) -> None:
         other.answer.broadcast(port)
 
+    @endpoint(explicit_response_port=True)
+    def relay_to_own_child(self, port: Any) -> None:
+        # This actor owns the proc that dies; the caller neither owns it nor talks to it.
+        self.children = this_host().spawn_procs(per_host={"gpus": 1})
+        self.children.spawn("child", Dies).die.broadcast(port)
+
 
 @pytest.mark.parametrize(
     ("bootstrap", "status"),
@@ -143,12 +149,23 @@ def test_port_handed_on_to_an_actor_whose_proc_dies(fault_recorder: Any) -> None
         # An answer that does come is not replaced by a failure.
         answers = relay.relay_answered.call(dies).get(timeout=FAST)
         assert [answers.item(gpus=0), answers.item(gpus=1)] == ["answered", "answered"]
-        # Both ranks hand their port to the actor that dies: the call resolves.
-        with pytest.raises(SupervisionError, match="the process this actor was running on"):
+        # Both ranks hand their port to the actor that dies: the call resolves, with the exit
+        # status (the client, which owns that proc, answers the ports it was told were handed).
+        with pytest.raises(SupervisionError, match="exited with non-zero code 7"):
             relay.relay.call(dies).get(timeout=FAST)
         fault_recorder.wait_for(1, timeout=FAST)
     finally:
         victims.stop().get(timeout=FAST)
+        relays.stop().get(timeout=FAST)
+
+
+def test_port_handed_to_a_proc_the_caller_does_not_know(fault_recorder: Any) -> None:
+    relays = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        relay = relays.spawn("relay", Relay)
+        with pytest.raises(SupervisionError, match="exited with non-zero code 7"):
+            relay.relay_to_own_child.call_one().get(timeout=FAST)
+    finally:
         relays.stop().get(timeout=FAST)
 
 

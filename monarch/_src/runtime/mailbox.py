@@ -51,6 +51,10 @@ _WATCH: Any = "watch:"
 _HANDED: Any = "handed:"
 # How many handed ports are remembered per peer; older ones are forgotten (memory stays bounded).
 _HANDED_MAX = 1024
+# A process that only saw its connection to a dead peer break waits this long before answering
+# ports of other processes handed to that peer: the port's owner, told of the handing, answers
+# first with the exit status when it watches that proc (it usually spawned it).
+_FOREIGN_GRACE = 1.0
 
 Written = Callable[[], None] | None
 
@@ -115,6 +119,7 @@ class Mailbox:
         # Called (on the loop) with a CALL envelope without reply port that could not be
         # delivered, and why; the proc agent hands it to the sending actor.
         self.on_undeliverable: Callable[[tuple[Any, ...], BaseException], None] | None = None
+        self.control["ports_handed"] = self._ports_handed_here
 
     async def start(self, address: str | None = None) -> str:
         self.address = await self.transport.start(address)
@@ -159,9 +164,25 @@ class Mailbox:
         remembered."""
         self.post(_HANDED, (ports, peers))
 
+    def _ports_handed_here(self, sender: str, args: tuple[Any, ...], reply: Any) -> None:
+        """Another process handed ports of this one to `peers`: answer them if those die."""
+        self._record_handed(*args)
+
     def _record_handed(
         self, ports: list[tuple[PortAddr, int | None]], peers: tuple[str, ...]
     ) -> None:
+        foreign: dict[str, list[tuple[PortAddr, int | None]]] = {}
+        for port in ports:
+            if port[0][0] != self.address:
+                foreign.setdefault(port[0][0], []).append(port)
+        if foreign:
+            # Their owners learn of it too: when the owner watches that proc it answers with
+            # the exit status, which a broken connection here cannot tell.
+            known = tuple(self._alias.get(peer, peer) for peer in peers)
+            known = tuple(peer for peer in known if not peer.startswith(PENDING_PREFIX))
+            if known:
+                for owner, owned in foreign.items():
+                    self.post(owner, (CONTROL, "ports_handed", (owned, known), None))
         for peer in peers:
             peer = self._alias.get(peer, peer)
             if peer in self._dead:
@@ -382,7 +403,14 @@ class Mailbox:
                     self._close_port(port_id)
         handed = self._handed.pop(peer, None)
         if handed:
-            self._answer_handed(list(handed), err)
+            if isinstance(err, SupervisionError):  # a watcher's report: the exit status
+                self._answer_handed(list(handed), err)
+            else:
+                own = [p for p in handed if p[0][0] == self.address]
+                others = [p for p in handed if p[0][0] != self.address]
+                self._answer_handed(own, err)
+                if others:
+                    self.loop.call_later(_FOREIGN_GRACE, self._answer_handed, others, err)
         for callback in self.on_peer_lost:
             callback(peer, err)
 
