@@ -4,7 +4,10 @@
    interpreter from `HostMesh.with_python_executable` that cannot run monarch) fails its rank at
    once, with its exit status, as a proc that dies after ready does: `initialized`, actors
    spawned on it, calls and `stop()` resolve at once, and the proc mesh's owner (here the
-   client's fault hook) is told; on a remote host (`attach_to_workers`) too. Before, they waited for `mesh_proc_spawn_max_idle` (30 s).
+   client's fault hook) is told; on a remote host (`attach_to_workers`) too. Before, they
+   waited for `mesh_proc_spawn_max_idle` (30 s). With a bootstrap, the failure reads as
+   torchmonarch's setup actor ("Endpoint call setup.setup() failed, ..."), and a bootstrap that
+   raises gives its `ActorError` ("Actor call setup.setup failed.").
 2. A reply port handed to an actor in a call's arguments is answered with a `SupervisionError`
    when that actor's proc dies before answering it, so the caller waiting on it does not hang.
 
@@ -104,7 +107,8 @@ def test_proc_that_dies_before_ready_fails_at_once(
         text,
     ), text
     texts = fault_recorder.wait_for(1, timeout=FAST)
-    assert any(re.search(f"the process this actor was running on {status}", t) for t in texts), texts
+    expected = f"the process this actor was running on {status}"
+    assert any(re.search(expected, t) for t in texts), texts
     procs.stop().get(timeout=FAST)
 
 
