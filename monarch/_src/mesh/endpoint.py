@@ -109,8 +109,9 @@ class Endpoint(Generic[P, R]):
         except BaseException as exc:
             add_note(exc, f"monarch could not pickle the arguments of {self._label()}.")
             raise
-        # Read by `_post`, which this thread runs next for this payload.
-        _handed.ports = handed or None
+        # Read by `_post`, which this thread runs next for this payload (by identity: a payload
+        # that is refused and never posted leaves nothing for another call's `_post`).
+        _handed.ports = (id(payload), handed) if handed else None
         return payload
 
     def _label(self) -> str:
@@ -138,11 +139,11 @@ class Endpoint(Generic[P, R]):
         targets = range(len(global_ranks)) if ranks is None else ranks
         mailbox = get_runtime().mailbox
         handed = getattr(_handed, "ports", None)
-        if handed is not None:
+        if handed is not None and handed[0] == id(payload):
             # Reply ports in the arguments: if a target's proc dies before answering them, this
             # process answers them with the failure (registered before the calls are routed).
             _handed.ports = None
-            mailbox.ports_handed(handed, tuple({procs[global_ranks[i]] for i in targets}))
+            mailbox.ports_handed(handed[1], tuple({procs[global_ranks[i]] for i in targets}))
         mailbox.post_all(
             [
                 (
