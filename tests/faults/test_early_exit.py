@@ -9,7 +9,9 @@
    torchmonarch's setup actor ("Endpoint call setup.setup() failed, ..."), and a bootstrap that
    raises gives its `ActorError` ("Actor call setup.setup failed.").
 2. A reply port handed to an actor in a call's arguments is answered with a `SupervisionError`
-   when that actor's proc dies before answering it, so the caller waiting on it does not hang.
+   when that actor's proc dies before answering it, so the caller waiting on it does not hang;
+   a multi-use `Channel` port gets the failure as one message when the proc failed (not when
+   it was stopped).
 
 Each test spawns its own procs (they die on purpose). Every wait is bounded well below 30 s, so
 a regression fails fast instead of passing after the idle timeout.
@@ -187,18 +189,42 @@ def test_clients_once_port_handed_to_an_actor_whose_proc_dies(fault_recorder: An
         victims.stop().get(timeout=FAST)
 
 
+def test_channel_port_handed_to_an_actor_whose_proc_fails(fault_recorder: Any) -> None:
+    """A multi-use port gets the failure as one message, as from a failed actor that held it;
+    a port handed to procs that are stopped gets nothing."""
+    victims = this_host().spawn_procs(per_host={"gpus": 1})
+    try:
+        port, receiver = Channel.open()
+        victims.spawn("dies", Dies).die.broadcast(port)
+        with pytest.raises(SupervisionError, match="exited with non-zero code 7"):
+            receiver.recv().get(timeout=FAST)
+        fault_recorder.wait_for(1, timeout=FAST)
+        port.send("still open")
+        assert receiver.recv().get(timeout=FAST) == "still open"
+    finally:
+        victims.stop().get(timeout=FAST)
+
+    stopped = this_host().spawn_procs(per_host={"gpus": 1})
+    port, receiver = Channel.open()
+    stopped.spawn("answers", Dies).answer.broadcast(port)
+    assert receiver.recv().get(timeout=FAST) == "answered"
+    stopped.stop().get(timeout=FAST)
+    port.send("after the stop")
+    assert receiver.recv().get(timeout=FAST) == "after the stop"  # no failure came before it
+
+
 def test_handed_ports_are_remembered_boundedly() -> None:
     from monarch._src.runtime import mailbox as mailbox_module
 
     mailbox = get_runtime().mailbox
     peer = "tcp://127.0.0.1:9"  # never contacted: nothing is sent to it
     limit = mailbox_module._HANDED_MAX
-    ports = [((mailbox.address, 10**9 + i), None) for i in range(limit + 10)]
+    ports = [((mailbox.address, 10**9 + i), None, True) for i in range(limit + 10)]
     mailbox.ports_handed(ports, (peer,))
     get_runtime().submit(_noop()).result(timeout=FAST)  # after the post queue was drained
     try:
         assert len(mailbox._handed[peer]) == limit
-        assert next(iter(mailbox._handed[peer])) == ports[10]  # the oldest were forgotten
+        assert next(iter(mailbox._handed[peer])) == ports[10][:2]  # the oldest were forgotten
     finally:
         get_runtime().call_soon(mailbox._handed.pop, peer, None)
 

@@ -50,16 +50,16 @@ def receiving_ports(holder: PortHolder) -> Iterator[None]:
 
 
 # `ports` is set on a thread while it encodes an endpoint call's arguments (`handing_ports`):
-# each reply port pickled into them is recorded, so the sending process can answer it if the
-# proc it went to dies before answering (`Mailbox.ports_handed`).
+# each port pickled into them is recorded, so the sending process can answer it if the proc it
+# went to dies before answering (`Mailbox.ports_handed`).
 _handing = threading.local()
 
 
 @contextmanager
-def handing_ports() -> Iterator[list[tuple[tuple[str, int], int | None]]]:
-    """Collects `(port address, rank)` of the once-ports (reply ports) pickled in this block."""
+def handing_ports() -> Iterator[list[tuple[tuple[str, int], int | None, bool]]]:
+    """Collects `(port address, rank, once)` of the ports pickled in this block."""
     previous = getattr(_handing, "ports", None)
-    handed: list[tuple[tuple[str, int], int | None]] = []
+    handed: list[tuple[tuple[str, int], int | None, bool]] = []
     _handing.ports = handed
     try:
         yield handed
@@ -130,8 +130,8 @@ class Port(Generic[R]):
         if holder is not None and self._once:
             holder.port_used(self)
         handed = getattr(_handing, "ports", None)
-        if handed is not None and self._once:
-            handed.append((self._addr, self._rank))
+        if handed is not None:
+            handed.append((self._addr, self._rank, self._once))
         return (_rebuild_port, (self._addr, self._rank, self._once))
 
     def __repr__(self) -> str:

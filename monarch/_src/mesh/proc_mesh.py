@@ -155,7 +155,7 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
         rt.mailbox.post(rt.address, (
             CONTROL, "supervise", (table.owner_key, table.name, table.mesh_key, rank, setup),
             None))
-        rt.mailbox.mark_dead(table.keys[rank], table.error(rank, setup))
+        rt.mailbox.proc_failed(table.keys[rank], table.error(rank, setup))
         return
     table.fail(rank, report)
 
@@ -173,7 +173,7 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
             told = True
     if not told:
         supervise(table.owner_key, table.name, table.mesh_key, rank, report)
-    rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
+    rt.mailbox.proc_failed(table.keys[rank], SupervisionError(report))
 
 
 def _actor_report(table: ProcTable, mesh_key: str, mesh_rank: int, report: str) -> str:

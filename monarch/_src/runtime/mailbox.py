@@ -57,6 +57,8 @@ _HANDED_MAX = 1024
 _FOREIGN_GRACE = 1.0
 
 Written = Callable[[], None] | None
+# A port handed to another proc in a call's arguments: (port address, rank, once).
+Handed = tuple[PortAddr, "int | None", bool]
 
 
 class _Countdown:
@@ -107,9 +109,9 @@ class Mailbox:
         # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
         self._held: dict[str, list[tuple[tuple[Any, ...], Written]]] = {}
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
-        # Peer -> reply ports (address, rank) this process handed to it in call arguments,
-        # oldest first: answered with the failure if the peer dies (`ports_handed`).
-        self._handed: dict[str, OrderedDict[tuple[PortAddr, int | None], None]] = {}
+        # Peer -> ports (address, rank) -> once, that this process handed to it in call
+        # arguments, oldest first: answered with the failure if the peer dies (`ports_handed`).
+        self._handed: dict[str, OrderedDict[tuple[PortAddr, int | None], bool]] = {}
         self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
         self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
         # Asked when the connection to a peer breaks: True means "that process is watched; the
@@ -154,24 +156,21 @@ class Mailbox:
         for peer in live:
             self._waiting.setdefault(peer, set()).add(port_id)
 
-    def ports_handed(
-        self, ports: list[tuple[PortAddr, int | None]], peers: tuple[str, ...]
-    ) -> None:
-        """Reply ports (address, rank) go to `peers` in a call's arguments (any thread, before
-        posting that call): if one of those procs dies, this process answers each port with
-        the failure, so whoever waits on it is not left hanging. An answer that arrived first
-        wins (a reply port takes one answer per rank); the newest `_HANDED_MAX` per peer are
-        remembered."""
+    def ports_handed(self, ports: list[Handed], peers: tuple[str, ...]) -> None:
+        """Ports `(address, rank, once)` go to `peers` in a call's arguments (any thread, before
+        posting that call). If one of those procs dies, this process answers each reply port
+        (once) with the failure, so whoever waits on it is not left hanging; when the proc
+        failed (`proc_failed`, not a stop), multi-use ports get the failure too, as a failed
+        actor answers the ports it held. An answer that arrived first wins (a reply port takes
+        one answer per rank); the newest `_HANDED_MAX` per peer are remembered."""
         self.post(_HANDED, (ports, peers))
 
     def _ports_handed_here(self, sender: str, args: tuple[Any, ...], reply: Any) -> None:
         """Another process handed ports of this one to `peers`: answer them if those die."""
         self._record_handed(*args)
 
-    def _record_handed(
-        self, ports: list[tuple[PortAddr, int | None]], peers: tuple[str, ...]
-    ) -> None:
-        foreign: dict[str, list[tuple[PortAddr, int | None]]] = {}
+    def _record_handed(self, ports: list[Handed], peers: tuple[str, ...]) -> None:
+        foreign: dict[str, list[Handed]] = {}
         for port in ports:
             if port[0][0] != self.address:
                 foreign.setdefault(port[0][0], []).append(port)
@@ -186,25 +185,33 @@ class Mailbox:
         for peer in peers:
             peer = self._alias.get(peer, peer)
             if peer in self._dead:
-                self._answer_handed(ports, self._dead[peer])
+                self._answer_handed([p for p in ports if p[2]], self._dead[peer])
                 continue
             record = self._handed.get(peer)
             if record is None:
                 record = self._handed[peer] = OrderedDict()
-            for port in ports:
-                record[port] = None
-                record.move_to_end(port)
+            for addr, rank, once in ports:
+                record[(addr, rank)] = once
+                record.move_to_end((addr, rank))
             while len(record) > _HANDED_MAX:
                 record.popitem(last=False)
 
-    def _answer_handed(self, ports: Any, err: BaseException) -> None:
+    def _answer_handed(self, ports: list[Handed], err: BaseException) -> None:
         error = encode(_as_supervision_error(err))
-        for (addr, port_id), rank in ports:
+        for (addr, port_id), rank, _once in ports:
             if addr == self.address:
                 entry = self._ports.get(port_id)
                 if entry is None or entry.closed:
                     continue  # already answered
             self.post(addr, (PORT, port_id, error, rank, PORT_ERROR))
+
+    def proc_failed(self, peer: str, err: BaseException) -> None:
+        """The proc at `peer` failed (its watcher's report, not a stop): every port handed to
+        it, multi-use ones included, gets `err`; then it is dead (`mark_dead`) (loop)."""
+        handed = self._handed.pop(self._alias.get(peer, peer), None)
+        if handed:
+            self._answer_handed([(p[0], p[1], once) for p, once in handed.items()], err)
+        self.mark_dead(peer, err)
 
     def fail_port(self, port: PortAddr, err: BaseException) -> None:
         """End a port of this process with `err` where a reply is still due (any thread)."""
@@ -300,7 +307,7 @@ class Mailbox:
             self._waiting.setdefault(addr, set()).add(port_id)
         handed = self._handed.pop(pending_key, None)
         if handed is not None:
-            self._record_handed(list(handed), (addr,))
+            self._record_handed([(p[0], p[1], once) for p, once in handed.items()], (addr,))
         for env, written in self._held.pop(pending_key, []):
             self._route(addr, env, written)
 
@@ -403,11 +410,13 @@ class Mailbox:
                     self._close_port(port_id)
         handed = self._handed.pop(peer, None)
         if handed:
+            # Reply ports only: a peer gone without a failure report may have been stopped.
+            once = [(p[0], p[1], True) for p, is_once in handed.items() if is_once]
             if isinstance(err, SupervisionError):  # a watcher's report: the exit status
-                self._answer_handed(list(handed), err)
+                self._answer_handed(once, err)
             else:
-                own = [p for p in handed if p[0][0] == self.address]
-                others = [p for p in handed if p[0][0] != self.address]
+                own = [p for p in once if p[0][0] == self.address]
+                others = [p for p in once if p[0][0] != self.address]
                 self._answer_handed(own, err)
                 if others:
                     self.loop.call_later(_FOREIGN_GRACE, self._answer_handed, others, err)
