@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from monarch._src.runtime.envelope import CALL, CONTROL, PORT, PORT_ERROR, PORT_VALUE, decode, encode
+from monarch._src.runtime import mailbox as mailbox_module
 from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
 from monarch._src.runtime.ports import (
     CountPort,
@@ -233,7 +234,15 @@ async def test_mailbox_posts_from_two_threads_each_keep_order(mailboxes: Any) ->
     assert [i for (who, i) in values if who == "y"] == list(range(n))
 
 
-async def test_mailbox_call_to_unknown_actor_replies_supervision_error(mailboxes: Any) -> None:
+@pytest.fixture
+def short_unborn_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls to an unregistered actor are refused after 0.2 s instead of 10 s."""
+    monkeypatch.setattr(mailbox_module, "_UNBORN_GRACE", 0.2)
+
+
+async def test_mailbox_call_to_unknown_actor_replies_supervision_error(
+    mailboxes: Any, short_unborn_grace: None
+) -> None:
     a, b = await mailboxes(), await mailboxes()
     entry = GatherPort(2)
     port = a.open_port(entry, (b.address,))
@@ -258,7 +267,7 @@ async def test_mailbox_call_to_unknown_actor_without_reply_is_dropped(mailboxes:
 
 
 async def test_mailbox_call_to_unknown_local_actor_replies_supervision_error(
-    mailboxes: Any,
+    mailboxes: Any, short_unborn_grace: None
 ) -> None:
     mb = await mailboxes()
     entry = OncePort()
@@ -266,6 +275,25 @@ async def test_mailbox_call_to_unknown_local_actor_replies_supervision_error(
     mb.post(mb.address, _call("nobody", 1, reply=port))
     with pytest.raises(SupervisionError, match="nobody"):
         decode_reply(await _result(entry.cf))
+
+
+async def test_mailbox_calls_before_the_actor_registers_wait_for_it_in_order(
+    mailboxes: Any,
+) -> None:
+    # Another process may call a mesh (returned to it by its spawner) before the spawn arrives.
+    a, b = await mailboxes(), await mailboxes()
+    marker = _FakeActor()
+    b.actors["marker"] = marker
+    for i in range(3):
+        a.post(b.address, _call("late", i))
+    a.post(b.address, _call("marker", "sent after the early calls"))
+    await marker.wait_for(1)
+    late = _FakeActor()
+    late.envs.append((CALL, "late", "__init__'s turn"))  # what add_actor's caller queued first
+    b.loop.call_soon_threadsafe(b.add_actor, "late", late)
+    a.post(b.address, _call("late", 3))
+    envs = await late.wait_for(5)
+    assert [decode(env[3]) for env in envs[1:]] == [0, 1, 2, 3]
 
 
 # ---- pending keys --------------------------------------------------------------------------------

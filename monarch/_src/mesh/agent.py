@@ -45,13 +45,19 @@ def install_agent(rt: Runtime) -> None:
 
     def actor_ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         key, rank = args
-        actor = mailbox.actors.get(key)
-        if isinstance(actor, HostedActor):
-            actor.thread.enqueue((_READY, reply, rank))
-        elif actor is not None:
-            mailbox.reply_error(reply, actor.error, rank)  # type: ignore[attr-defined]
-        else:
-            mailbox.reply_error(reply, SupervisionError(f"actor {key} was never spawned here"), rank)
+
+        def found(actor: Any) -> None:
+            if isinstance(actor, HostedActor):
+                actor.thread.enqueue((_READY, reply, rank))
+            else:
+                mailbox.reply_error(reply, actor.error, rank)
+
+        def missing() -> None:
+            mailbox.reply_error(reply, SupervisionError(f"actor {key} was never spawned here"),
+                                rank)
+
+        # A mesh spawned by another process may be asked before that spawn arrives here.
+        mailbox.when_actor(key, found, missing)
 
     def stop_actor(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         key, reason = args

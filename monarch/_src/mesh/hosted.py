@@ -156,9 +156,10 @@ class HostedActor:
     # ---- runtime loop side --------------------------------------------------------------
 
     def start(self) -> None:
-        self.mailbox.actors[self.info.actor_key] = self
         self.thread.start()
         self.thread.enqueue((_INIT,))
+        # After __init__'s turn: calls that arrived before the spawn are queued behind it.
+        self.mailbox.add_actor(self.info.actor_key, self)
 
     def enqueue(self, env: tuple[Any, ...]) -> None:
         if self.failure is not None and env[0] == CALL:

@@ -55,8 +55,14 @@ _HANDED_MAX = 1024
 # ports of other processes handed to that peer: the port's owner, told of the handing, answers
 # first with the exit status when it watches that proc (it usually spawned it).
 _FOREIGN_GRACE = 1.0
+# How long a message for an actor key not (yet) registered here waits for it before it is
+# refused: a mesh that one process spawned can be called by another (the spawner returned it)
+# before the spawn arrives, since two senders are not ordered with each other.
+_UNBORN_GRACE = 10.0
 
 Written = Callable[[], None] | None
+# What to do with an actor once it is registered here, and what if it never is (`when_actor`).
+_Waiter = tuple[Callable[["Inbox"], None], Callable[[], None]]
 # A port handed to another proc in a call's arguments: (port address, rank, once).
 Handed = tuple[PortAddr, "int | None", bool]
 
@@ -96,7 +102,9 @@ class Mailbox:
         self.loop = loop
         self.address = ""  # the transport's listen address, once started
         self.transport = Transport(self._on_batch, self._on_lost)
-        self.actors: dict[str, Inbox] = {}  # actor key -> actor living here (any thread adds)
+        self.actors: dict[str, Inbox] = {}  # actor key -> actor living here (`add_actor`)
+        # Actor key not registered yet -> (expiry timer, [(found, missing)] in arrival order).
+        self._unborn: dict[str, tuple[asyncio.TimerHandle, list[_Waiter]]] = {}
         self.control: dict[str, ControlHandler] = {}  # op -> handler, registered at start-up
         self._ports: dict[int, _Entry] = {}  # open ports of this process (any thread adds)
         self._port_ids = itertools.count(1)
@@ -336,11 +344,11 @@ class Mailbox:
             if entry.closed:
                 self._close_port(port_id)
         elif kind == CALL:
-            actor = self.actors.get(env[1])
-            if actor is None:
-                self._reject(env, f"actor {env[1]} does not exist on this proc ({self.address}).")
-            else:
-                actor.enqueue(env)
+            self.when_actor(
+                env[1], lambda actor: actor.enqueue(env),
+                lambda: self._reject(
+                    env, f"actor {env[1]} does not exist on this proc ({self.address})."),
+            )
         elif kind == CONTROL:
             _, op, args, reply = env
             handler = self.control.get(op)
@@ -353,6 +361,34 @@ class Mailbox:
                 logger.exception("monarch: control operation %r failed", op)
                 if reply is not None:
                     self.reply_error(reply, exc)
+
+    def when_actor(self, key: str, found: Callable[[Inbox], None],
+                   missing: Callable[[], None]) -> None:
+        """found(actor) once actor `key` is registered here, after everything that waited for it
+        before; missing() if it is not registered within `_UNBORN_GRACE` (loop)."""
+        waiting = self._unborn.get(key)
+        if waiting is not None:
+            waiting[1].append((found, missing))
+            return
+        actor = self.actors.get(key)
+        if actor is not None:
+            found(actor)
+            return
+        timer = self.loop.call_later(_UNBORN_GRACE, self._never_born, key)
+        self._unborn[key] = (timer, [(found, missing)])
+
+    def add_actor(self, key: str, actor: Inbox) -> None:
+        """Register `actor` under `key` and hand it what arrived for it before (loop)."""
+        self.actors[key] = actor
+        waiting = self._unborn.pop(key, None)
+        if waiting is not None:
+            waiting[0].cancel()
+            for found, _missing in waiting[1]:
+                found(actor)
+
+    def _never_born(self, key: str) -> None:
+        for _found, missing in self._unborn.pop(key, (None, []))[1]:
+            missing()
 
     def _reject(self, env: tuple[Any, ...], report: str) -> None:
         reply = env[4]
