@@ -140,9 +140,10 @@ def test_process_job_retries_a_worker_whose_port_was_taken(monkeypatch) -> None:
     squatter.bind(("127.0.0.1", 0))
     squatter.listen()
     taken = squatter.getsockname()[1]
-    real_free_port = process._free_port
+    real_free_port = process.free_port
     ports = iter([taken])
-    monkeypatch.setattr(process, "_free_port", lambda: next(ports, None) or real_free_port())
+    monkeypatch.setattr(process, "free_port",
+                        lambda host: next(ports, None) or real_free_port(host))
     job = ProcessJob({"solo": 1})
     try:
         job.apply()

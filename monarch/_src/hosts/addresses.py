@@ -9,12 +9,14 @@ as `tls://`: the same worker addresses work with and without TLS.
 from __future__ import annotations
 
 import ipaddress
+import socket
 from typing import Any
 
 from monarch._src.config import get as config_get
 
 __all__ = [
-    "TRUST_ALL", "check_ca", "host_of", "is_loopback", "parse_worker_address", "probe_ssl_context",
+    "TRUST_ALL", "check_ca", "free_port", "host_of", "is_loopback", "parse_worker_address",
+    "probe_ssl_context",
 ]
 
 TRUST_ALL = "trust_all_connections"
@@ -94,3 +96,11 @@ def check_ca(ca: str, private_key: Any, what: str) -> None:
             "encrypted, authenticated connections configure enable_tls with tls_ca_file, "
             "tls_cert_file and tls_key_file on every host and the client."
         )
+
+
+def free_port(host: str = "") -> int:
+    """A TCP port free on `host` ('' = every interface) right now, for a listener started next
+    (a rendezvous, a worker); another process may still take it first."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

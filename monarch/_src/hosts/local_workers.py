@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
-from monarch._src.hosts.addresses import parse_worker_address, probe_ssl_context
+from monarch._src.hosts.addresses import free_port, parse_worker_address, probe_ssl_context
 
 __all__ = ["LocalWorkers"]
 
@@ -23,16 +23,12 @@ class LocalWorkers:
     behind `hosts_from_config`, and the host of a Dask worker living in a monarch client)."""
 
     def __init__(self, n: int, host: str = "127.0.0.1") -> None:
-        import socket
         import subprocess
 
         self.procs: list[subprocess.Popen[bytes]] = []
         self.addresses: list[str] = []
         for _ in range(n):
-            with socket.socket() as s:  # a free port; the worker binds it right away
-                s.bind((host, 0))
-                port = s.getsockname()[1]
-            addr = f"tcp://{host}:{port}"
+            addr = f"tcp://{host}:{free_port(host)}"  # the worker binds it right away
             env = dict(os.environ, MONARCH_PRESTART="0", **_tls_env())
             self.procs.append(subprocess.Popen(
                 [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address", addr,

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from monarch._src.hosts.addresses import free_port
 from monarch._src.job.blocking import wait_for
 from monarch.actor import Actor, Channel, Future, HostMesh, Port, current_rank, endpoint
 
@@ -78,9 +79,7 @@ class BashActor(Actor):
     @endpoint
     def get_host_port(self) -> tuple[str, int]:
         """This host's name and a free TCP port on it (the torchrun rendezvous of a command)."""
-        from monarch._src.spmd.actor import _free_port
-
-        return socket.gethostname(), _free_port()
+        return socket.gethostname(), free_port()
 
     @endpoint
     def run(

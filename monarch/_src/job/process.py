@@ -11,11 +11,11 @@ they are still the same processes.
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import tempfile
 from typing import Any
 
+from monarch._src.hosts.addresses import free_port
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
@@ -47,12 +47,6 @@ def check_meshes(owner: str, meshes: Any) -> dict[str, int]:
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{owner} mesh {name!r} needs a positive host count, got {count!r}.")
     return dict(meshes)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class ProcessJob(JobTrait):
@@ -134,7 +128,7 @@ class ProcessJob(JobTrait):
 
     def _start_worker(self, name: str, index: int, env: dict[str, str]) -> tuple[int, str]:
         assert self._log_dir is not None
-        address = f"tcp://127.0.0.1:{_free_port()}"
+        address = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
         pid = spawn_detached([sys.executable, "-m", "monarch._src.job.worker_main", address],
                              os.path.join(self._log_dir, f"{name}_{index}.log"), env)
         return pid, address

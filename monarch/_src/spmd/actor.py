@@ -17,6 +17,7 @@ import socket
 import sys
 from typing import Any
 
+from monarch._src.hosts.addresses import free_port
 from monarch.actor import Actor, ProcMesh, current_rank, endpoint
 
 __all__ = [
@@ -52,12 +53,6 @@ def torch_elastic_env(rank: int, sizes: list[int],
     }
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("", 0))
-        return int(s.getsockname()[1])
-
-
 class SPMDActor(Actor):
     """One per proc: knows its torchrun identity, sets it in the environment, runs scripts."""
 
@@ -72,7 +67,7 @@ class SPMDActor(Actor):
         host = socket.gethostname()
         if use_ipaddr:
             host = socket.gethostbyname(host)
-        return host, _free_port()
+        return host, free_port()
 
     @endpoint
     def setup_env(self, master_addr: str, master_port: int) -> None:
