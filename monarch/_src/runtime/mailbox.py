@@ -344,11 +344,15 @@ class Mailbox:
             if entry.closed:
                 self._close_port(port_id)
         elif kind == CALL:
-            self.when_actor(
-                env[1], lambda actor: actor.enqueue(env),
-                lambda: self._reject(
-                    env, f"actor {env[1]} does not exist on this proc ({self.address})."),
-            )
+            actor = self.actors.get(env[1])
+            if actor is not None:  # a registered key has nothing waiting for it (`add_actor`)
+                actor.enqueue(env)
+            else:
+                self.when_actor(
+                    env[1], lambda actor: actor.enqueue(env),
+                    lambda: self._reject(
+                        env, f"actor {env[1]} does not exist on this proc ({self.address})."),
+                )
         elif kind == CONTROL:
             _, op, args, reply = env
             handler = self.control.get(op)
