@@ -1,0 +1,115 @@
+"""Hook slots: where a feature above the mesh layer plugs behaviour into it.
+
+The mesh layer calls features it may not import (the tensor engine, the job feature's workspace
+sync, the facade's fault hook). Each such call goes through a `Slot` defined here; the wiring
+module of the process kind (`monarch._src.wiring.controller` / `.proc`) fills the slots with the
+feature's functions. A slot left empty means "feature absent": its caller either does without or
+raises the slot's own error, which names what is missing and how to get it.
+
+Every slot is documented where it is defined, with the signature its value must have.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, Generic, TypeVar
+
+__all__ = ["Slot", "SLOTS"]
+
+T = TypeVar("T")
+
+
+class Slot(Generic[T]):
+    """One named place for a feature's implementation (a function or a factory).
+
+    `install(value)` fills it (a later install replaces the earlier one: the last wiring wins),
+    `get()` returns the value or None, `require()` returns it or raises `RuntimeError` with the
+    slot's `missing` text.
+    """
+
+    __slots__ = ("name", "doc", "missing", "_value", "_lock")
+
+    def __init__(self, name: str, doc: str, missing: str) -> None:
+        self.name = name
+        self.doc = doc
+        self.missing = missing
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    def install(self, value: T) -> None:
+        with self._lock:
+            self._value = value
+
+    def uninstall(self) -> None:
+        with self._lock:
+            self._value = None
+
+    def get(self) -> T | None:
+        return self._value
+
+    def require(self) -> T:
+        value = self._value
+        if value is None:
+            raise RuntimeError(f"{self.missing} (hook slot {self.name!r} is empty)")
+        return value
+
+    def __repr__(self) -> str:
+        state = "empty" if self._value is None else f"filled with {self._value!r}"
+        return f"<Slot {self.name}: {state}>"
+
+
+SLOTS: dict[str, Slot[Any]] = {}
+
+
+def _slot(name: str, doc: str, missing: str) -> Slot[Any]:
+    slot: Slot[Any] = Slot(name, doc, missing)
+    SLOTS[name] = slot
+    return slot
+
+
+# --- filled by the controller wiring (monarch._src.wiring.controller) --------------------------
+
+#: `rref(endpoint, args, kwargs) -> Tensor`: an endpoint called as a tensor-engine `rref`.
+rref: Slot[Callable[..., Any]] = _slot(
+    "rref",
+    "The tensor engine's Endpoint.rref implementation.",
+    "Endpoint.rref needs the tensor engine: import monarch.actor (or monarch) first",
+)
+
+#: `mesh_engine(proc_mesh) -> Engine`: the tensor engine of a proc mesh, made on first use.
+mesh_engine: Slot[Callable[[Any], Any]] = _slot(
+    "mesh_engine",
+    "The tensor engine's per-proc-mesh Engine factory (ProcMesh.activate and friends).",
+    "The tensor engine is not installed: import monarch.actor (or monarch) first",
+)
+
+#: `fault_hook() -> Callable[[MeshFailure], None] | None`: the client's current
+#: `unhandled_fault_hook` (looked up on each fault, so a user may reassign it at any time).
+fault_hook: Slot[Callable[[], Any]] = _slot(
+    "fault_hook",
+    "Looks up monarch.actor.unhandled_fault_hook each time a fault reaches the client.",
+    "No unhandled fault hook is installed",
+)
+
+#: `workspace_sync(host_mesh, workspace, conda, auto_reload) -> None`: HostMesh.sync_workspace.
+workspace_sync: Slot[Callable[..., Any]] = _slot(
+    "workspace_sync",
+    "The job feature's workspace sync behind HostMesh.sync_workspace.",
+    "HostMesh.sync_workspace needs the job feature: import monarch.actor first",
+)
+
+#: `local_host() -> HostAgent`: the process's local host agent (made on first call).
+local_host: Slot[Callable[[], Any]] = _slot(
+    "local_host",
+    "The local host agent factory behind this_host() (monarch._src.hosts.local).",
+    "No local host agent is installed: import monarch.actor first",
+)
+
+#: `proc_setup`: "module:function" names each new proc imports and calls once at start-up,
+#: before it serves (the proc wiring: debug and admin agents). Strings, so a proc spawned on
+#: another host resolves them there.
+proc_setup: Slot[tuple[str, ...]] = _slot(
+    "proc_setup",
+    "What a new proc runs at start-up to install its proc-side agents.",
+    "No proc set-up is installed",
+)
