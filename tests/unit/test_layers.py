@@ -1,0 +1,234 @@
+"""The layering of ARCHITECTURE.md, checked on every import (module level or inside a function).
+
+Packages, from the bottom up (a package may import its own layer's leaves and anything below it):
+
+    shape, config, supervision   stdlib only
+    transport
+    runtime
+    mesh
+    hosts
+    lowlevel                     the extension surface features use
+    features                     rdma, tensor, simulator, job, spmd, debug, admin
+    top                          facades (monarch, monarch.actor, ...), notebook, tools, wiring
+
+Between features only the edges of FEATURE_DEPS are allowed. The modules that keep
+torchmonarch's private import paths (`monarch._src.actor.*`, `monarch._src.rdma.rdma`) are
+facades. Checked here: no import goes up a layer or across features outside FEATURE_DEPS; no
+cycle between packages; no underscore name imported across packages; no underscore attribute
+read on another package's object (an attribute named `_x` read from something other than
+`self`/`cls`, where only other packages define `_x`).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[2]
+PKG = ROOT / "monarch"
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"shape", "config", "supervision"}),
+    frozenset({"transport"}),
+    frozenset({"runtime"}),
+    frozenset({"mesh"}),
+    frozenset({"hosts"}),
+    frozenset({"lowlevel"}),
+    frozenset({"rdma", "tensor", "simulator", "job", "spmd", "debug", "admin"}),
+    frozenset({"top"}),
+)
+RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
+FEATURES = LAYERS[RANK["tensor"]]
+# The feature-to-feature imports allowed (a DAG): the simulator is a tensor engine, SPMD jobs
+# are jobs, the debugger is served by the admin control server.
+FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}}
+# torchmonarch's private paths: thin re-export modules, facades by role.
+FACADE_MODULES = ("monarch._src.actor", "monarch._src.rdma.rdma")
+
+
+def package_of(module: str) -> str | None:
+    """The layering package of a `monarch` module name; None outside monarch."""
+    parts = module.split(".")
+    if parts[0] != "monarch":
+        return None
+    if any(module == m or module.startswith(m + ".") for m in FACADE_MODULES):
+        return "top"
+    if len(parts) >= 3 and parts[1] == "_src":
+        return "top" if parts[2] == "wiring" else parts[2]
+    return "top"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PKG.rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+        found[name.removesuffix(".__init__")] = path
+    return found
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _imports(module: str, tree: ast.AST) -> list[tuple[str, str | None, int]]:
+    """(imported module, imported name or None, line) for every import in the module."""
+    is_pkg = MODULES[module].name == "__init__.py"
+    found: list[tuple[str, str | None, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if is_pkg else -1]
+                base = base[: len(base) - node.level + 1]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                if full in MODULES:  # `from package import module`
+                    found.append((full, None, node.lineno))
+                else:
+                    found.append((source, alias.name, node.lineno))
+    return found
+
+
+def _cross_imports() -> list[tuple[str, str, str, str | None, int]]:
+    """(from package, to package, module, imported, name, line) for imports between packages."""
+    edges = []
+    for module, tree in TREES.items():
+        src = package_of(module)
+        for target, name, line in _imports(module, tree):
+            dst = package_of(target)
+            if dst is not None and dst != src:
+                edges.append((src, dst, module, target, name, line))
+    return edges
+
+
+def _allowed(src: str, dst: str) -> bool:
+    if src in FEATURES and dst in FEATURES:
+        return dst in FEATURE_DEPS.get(src, ())
+    if src == "top":
+        return True
+    return RANK[dst] < RANK[src] or RANK[dst] == RANK[src] == 0
+
+
+def _sccs(graph: dict[str, set[str]]) -> list[list[str]]:
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_package_has_a_layer():
+    unknown = {package_of(m) for m in MODULES} - set(RANK)
+    assert not unknown, f"packages with no layer in tests/unit/test_layers.py: {sorted(unknown)}"
+
+
+def test_imports_follow_the_layers():
+    wrong = [
+        f"{module}:{line} ({src}) imports {target} ({dst})"
+        for src, dst, module, target, _, line in _cross_imports()
+        if not _allowed(src, dst)
+    ]
+    assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
+
+
+def test_no_cycle_between_packages():
+    graph: dict[str, set[str]] = collections.defaultdict(set)
+    for src, dst, *_ in _cross_imports():
+        graph[src].add(dst)
+    cycles = [c for c in _sccs(graph) if len(c) > 1]
+    assert not cycles, f"import cycles between packages: {cycles}"
+
+
+def test_no_private_name_imported_across_packages():
+    wrong = [
+        f"{module}:{line} imports {name or target.rsplit('.', 1)[-1]} from {target}"
+        for _, _, module, target, name, line in _cross_imports()
+        if _private(name or "") or (name is None and _private(target.rsplit(".", 1)[-1]))
+    ]
+    assert not wrong, "private names across packages:\n" + "\n".join(wrong)
+
+
+def _defined_private_names() -> dict[str, set[str]]:
+    """For each package, the underscore names it defines (functions, classes, attributes
+    assigned, names bound, parameters, `__slots__` strings)."""
+    defined: dict[str, set[str]] = collections.defaultdict(set)
+    for module, tree in TREES.items():
+        names = defined[package_of(module) or ""]
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = node.name
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                name = node.attr
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                name = node.id
+            elif isinstance(node, ast.arg):
+                name = node.arg
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                name = node.value
+            else:
+                continue
+            if _private(name) and name.isidentifier():
+                names.add(name)
+    return defined
+
+
+def test_no_private_attribute_read_across_packages():
+    defined = _defined_private_names()
+    owners: dict[str, set[str]] = collections.defaultdict(set)
+    for pkg, names in defined.items():
+        for name in names:
+            owners[name].add(pkg)
+    wrong = []
+    for module, tree in TREES.items():
+        pkg = package_of(module) or ""
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and _private(node.attr)
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+                and node.attr not in defined[pkg]
+                and owners.get(node.attr)
+            ):
+                wrong.append(
+                    f"{module}:{node.lineno} reads .{node.attr} "
+                    f"(defined in {', '.join(sorted(owners[node.attr]))})"
+                )
+    assert not wrong, "private attributes read across packages:\n" + "\n".join(wrong)
