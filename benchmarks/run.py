@@ -1,7 +1,7 @@
 """Runs the workloads under each system and prints one JSON report with ratios and targets.
 
     python benchmarks/run.py [--quick] [--only W1,W2] [--systems ours,torchmonarch,floor]
-                             [--timeout SECONDS] [--output FILE]
+                             [--before CHECKOUT] [--timeout SECONDS] [--output FILE]
 
 Systems:
   ours          benchmarks/workloads.py under this repository's venv (.venv/bin/python if it
@@ -9,6 +9,9 @@ Systems:
   torchmonarch  benchmarks/workloads.py under benchmarks/.venv-torchmonarch (made by
                 benchmarks/setup_peer.sh); reported as an error entry when that venv is missing
   floor         benchmarks/asyncio_floor.py (plain asyncio + pickle 5, and a raw socket)
+  before        benchmarks/workloads.py under this venv but with another checkout of this
+                repository first on PYTHONPATH (`--before DIR`, e.g. a `git worktree add DIR
+                <commit>`): an earlier version of ours, measured in the same run ("ours/before")
 
 Each system runs in its own process group with a timeout; a system that fails, hangs or prints
 no JSON becomes {"error": ...} in the report and the other systems still run. The targets are
@@ -32,7 +35,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-ALL_SYSTEMS = ("ours", "torchmonarch", "floor")
+ALL_SYSTEMS = ("ours", "torchmonarch", "floor", "before")
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 
 # (workload, key, higher is better) for every figure that gets a ratio.
@@ -81,6 +84,16 @@ def _commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
         "ours": ([_ours_python(), str(HERE / "workloads.py"), *flags], ours_env),
         "floor": ([_ours_python(), str(HERE / "asyncio_floor.py"), *flags], base_env),
     }
+    if args.before is None:
+        commands["before"] = "no --before checkout was given."
+    elif not (args.before / "monarch" / "__init__.py").exists():
+        commands["before"] = f"{args.before} is not a checkout of this repository."
+    else:
+        before_env = dict(base_env, PYTHONPATH=str(args.before.resolve()))
+        commands["before"] = (
+            [_ours_python(), str(args.before / "benchmarks" / "workloads.py"), *flags],
+            before_env,
+        )
     if peer.exists():
         # No PYTHONPATH: torchmonarch's procs must import its `monarch`, never this checkout's.
         commands["torchmonarch"] = ([str(peer), str(HERE / "workloads.py"), *flags], base_env)
@@ -212,12 +225,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="about 10x smaller counts")
     parser.add_argument("--only", default=",".join(ALL_WORKLOADS), help="e.g. W1,W3")
-    parser.add_argument("--systems", default=",".join(ALL_SYSTEMS), help="e.g. ours,floor")
+    parser.add_argument("--systems", default=None, help="e.g. ours,floor (default: all)")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="a checkout of an earlier commit, run as the system 'before'")
     parser.add_argument("--timeout", type=float, default=None, help="seconds per system")
     parser.add_argument("--output", type=Path, default=None, help="also write the report here")
     args = parser.parse_args(argv)
     args.only = [w.strip().upper() for w in args.only.split(",") if w.strip()]
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()]
+    default = ALL_SYSTEMS if args.before else ALL_SYSTEMS[:-1]
+    systems = [s.strip() for s in (args.systems or ",".join(default)).split(",") if s.strip()]
     for bad, allowed, what in (
         (args.only, ALL_WORKLOADS, "workload"),
         (systems, ALL_SYSTEMS, "system"),
@@ -231,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "workloads": args.only,
         "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
+        "load_average_at_start": os.getloadavg(),
     }
     commands = _commands(args)
     for system in systems:
@@ -244,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
         report[system] = run_system(argv_, env, timeout)
         status = report[system].get("error", "ok")
         _log(f"{system}: {status} ({report[system]['wall_s']} s)")
+        report[system]["load_average_after"] = os.getloadavg()
 
     report["ratios"] = {
         "note": "ratio = first system's figure / second's; 'better' says which way is good",
@@ -251,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
         "ours/floor": _ratios(report, "ours", "floor", True),
         "torchmonarch/floor": _ratios(report, "torchmonarch", "floor", True),
     }
+    if "before" in systems:
+        report["ratios"]["ours/before"] = _ratios(report, "ours", "before", False)
     report["targets"] = _targets(report)
     text = json.dumps(report, indent=2)
     if args.output is not None:
