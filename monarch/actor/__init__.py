@@ -56,6 +56,9 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import ActorError, MeshFailure
+from monarch._src.wiring import controller as _wiring
+
+_wiring.install()
 
 __all__ = [
     "Accumulator",

@@ -22,6 +22,7 @@ from monarch._src.mesh.hosted import (
     SpawnInfo,
     UndeliverableMessage,
 )
+from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
 from monarch._src.runtime import runtime as _runtime_module
@@ -144,13 +145,13 @@ class _FaultHookRunner:
                 self._thread.start()
 
     def _run(self) -> None:
-        import monarch.actor
-
         while True:
             failure = self._queue.get()
-            hook = getattr(monarch.actor, "unhandled_fault_hook")
+            lookup = hooks.fault_hook.get()
             try:
-                hook(failure)
+                if lookup is None:  # no facade loaded: the default hook's outcome
+                    raise SystemExit(1)
+                lookup()(failure)
             except BaseException:
                 _fatal(failure)
 

@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
-from monarch._src.mesh import traffic
+from monarch._src.mesh import hooks, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.port import handing_ports
 from monarch._src.mesh.value_mesh import ValueMesh
@@ -262,9 +262,7 @@ class Endpoint(Generic[P, R]):
     def rref(self, *args: Any, **kwargs: Any) -> Any:
         """Under `activate()`: call every actor and keep each result on its proc as a
         distributed tensor (shaped by the endpoint's `propagate`)."""
-        from monarch._src.tensor.actor_calls import endpoint_rref
-
-        return endpoint_rref(self, args, kwargs)
+        return hooks.rref.require()(self, args, kwargs)
 
     def _send(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], port: Port[Any] | None, selection: str

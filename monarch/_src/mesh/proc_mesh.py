@@ -21,6 +21,7 @@ from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
 from monarch._src.mesh.hosted import SpawnInfo, extent_of, failure_report
+from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.runtime.envelope import CONTROL, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
@@ -391,9 +392,7 @@ class ProcMesh(MeshTrait):
 
     # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
     def _device_mesh(self) -> Any:
-        from monarch._src.tensor.engine import engine_for
-
-        engine = engine_for(self)
+        engine = hooks.mesh_engine.require()(self)
         return engine.root_mesh._new_with_shape(self._mesh_shape)
 
     def activate(self) -> Any:
