@@ -12,13 +12,13 @@ import pickle
 
 import pytest
 
-from monarch._src.mesh.hosted import failure_report
 from monarch._src.mesh.port import Port, receiving_ports
 from monarch._src.supervision.errors import (
     FailureReport,
     MeshFailure,
     SupervisionError,
     failure_event,
+    failure_report,
 )
 
 ACTOR = "<root>.<m.W w{'gpus': 0/2}>"

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from monarch._src.config import duration_seconds
 from monarch._src.mesh.actor import endpoints_of
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
-from monarch._src.mesh.hosted import extent_of, failure_report
+from monarch._src.mesh.hosted import extent_of
 from monarch._src.runtime.envelope import CONTROL
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape
 from monarch._src.mesh.ownership import tree
-from monarch._src.supervision.errors import SupervisionError
+from monarch._src.supervision.errors import SupervisionError, failure_report
 
 if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh

@@ -30,13 +30,15 @@ from monarch._src.runtime.envelope import CALL, CONTROL, decode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import (
+    REPORT_HEAD,
     ActorError,
     FailureReport,
     SupervisionError,
     failure_event,
+    failure_report,
 )
 
-__all__ = ["HostedActor", "SpawnInfo", "failure_report"]
+__all__ = ["HostedActor", "SpawnInfo"]
 
 logger = logging.getLogger(__name__)
 
@@ -584,7 +586,7 @@ class HostedActor:
 
     async def _cleanup_after_failure(self, report: str) -> None:
         """As in Monarch, a failed actor's `__cleanup__` gets an `Exception` saying why."""
-        head, _, reason = report.partition(" and all its descendants have failed:\n")
+        head, _, reason = report.partition(REPORT_HEAD)
         reason = textwrap.dedent(reason) if reason else report
         where = f"{self.info.name}<{self.info.actor_key}>.{self.proc_id}@{self.mailbox.address}"
         try:
@@ -619,13 +621,6 @@ def _stopped_error(display: str, reason: str = "stopped") -> SupervisionError:
 
 def _init_report(display: str, exc: BaseException) -> str:
     return failure_report(display, _aborted(exc))
-
-
-def failure_report(display: str, reason: str) -> str:
-    """Monarch's failure report: the failed actor, then the reason indented by two spaces."""
-    return f"The actor {display} and all its descendants have failed:\n" + textwrap.indent(
-        reason, "  "
-    )
 
 
 def _aborted(exc: BaseException) -> str:

@@ -20,7 +20,7 @@ from monarch._src.config import get as config_get
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.context import CreatorInfo, current_instance
-from monarch._src.mesh.hosted import SpawnInfo, extent_of, failure_report
+from monarch._src.mesh.hosted import SpawnInfo, extent_of
 from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.runtime.envelope import CONTROL, copy_payload, decode, encode
@@ -28,7 +28,7 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
-from monarch._src.supervision.errors import SupervisionError
+from monarch._src.supervision.errors import SupervisionError, failure_report
 
 if TYPE_CHECKING:
     from monarch._src.mesh.host_mesh import HostMesh

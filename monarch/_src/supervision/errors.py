@@ -9,6 +9,7 @@ pickle even when the original exception does not.
 
 from __future__ import annotations
 
+import textwrap
 import traceback
 from typing import Any
 
@@ -19,8 +20,10 @@ __all__ = [
     "MonarchError",
     "SupervisionError",
     "TransportError",
+    "REPORT_HEAD",
     "add_note",
     "failure_event",
+    "failure_report",
     "format_remote_traceback",
 ]
 
@@ -102,7 +105,15 @@ class SupervisionError(RuntimeError):
         return (SupervisionError, (self.report, self.endpoint))
 
 
-_REPORT_HEAD = " and all its descendants have failed:\n"
+# What follows the actor's display in a failure report, before the indented reason.
+REPORT_HEAD = " and all its descendants have failed:\n"
+
+
+def failure_report(display: str, reason: str) -> str:
+    """Monarch's failure report of the actor `display`: "The actor <display> and all its
+    descendants have failed:", then `reason` indented by two spaces. The one place this text is
+    built (actor failures, proc deaths, setup failures)."""
+    return f"The actor {display}{REPORT_HEAD}" + textwrap.indent(reason, "  ")
 
 
 class FailureReport(str):
@@ -127,8 +138,8 @@ def failure_event(report: str) -> str:
     event = getattr(report, "event", None)
     if event is not None:
         return event
-    if report.startswith("The actor ") and _REPORT_HEAD in report:
-        actor, reason = report[len("The actor "):].split(_REPORT_HEAD, 1)
+    if report.startswith("The actor ") and REPORT_HEAD in report:
+        actor, reason = report[len("The actor "):].split(REPORT_HEAD, 1)
         return f"Supervision event: actor {actor} failed:\n{reason}"
     return str(report)
 
