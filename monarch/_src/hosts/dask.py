@@ -183,7 +183,7 @@ def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:
             client.close()
 
     mesh = _attach([addresses[w] for w in picked], name, on_shutdown=cleanup)
-    holder["agent"] = mesh._agent
+    holder["agent"] = mesh.agent
     return mesh
 
 

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -21,8 +22,11 @@ from typing import Any, Callable, NamedTuple
 from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
 from monarch._src.hosts.prestart import start_zygote, take_prestarted
 from monarch._src.hosts.zygote import read_message, write_message
+from monarch._src.hosts.binding import cpus_for_binding
+from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.controller import root_address
-from monarch._src.mesh.host_mesh import HostMesh, set_current_host_factory
+from monarch._src.mesh.host_agent import PlacedTable
+from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
@@ -142,11 +146,13 @@ class LocalHostAgent:
         proc_ids: list[str] | None = None,
         spec: dict[str, Any] | None = None,
         python: str | None = None,
-        cpu_binds: list[list[int]] | None = None,
+        proc_bind: list[dict[str, str]] | None = None,
     ) -> ProcTable:
         """Fork `len(hosts) * per_host` procs. A served remote host (`hosts/served.py`) passes
         the ids its client chose and `spec` entries (root, listen address, config) to override.
-        `cpu_binds` (from `proc_bind`): the CPUs of each proc of a host, by rank on the host."""
+        `proc_bind`: the binding of each proc of a host, by rank on the host (`binding.py`)."""
+        cpu_binds = ([cpus_for_binding(b, r) for r, b in enumerate(proc_bind)]
+                     if proc_bind is not None else None)
         n = len(hosts) * per_host
         if proc_ids is None:
             proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
@@ -167,6 +173,7 @@ class LocalHostAgent:
             "log_forwarding": bool(config_get("enable_log_forwarding")),
             "pdeathsig": bool(config_get("mesh_bootstrap_enable_pdeathsig")),
             "tail_log_lines": int(config_get("tail_log_lines")),
+            "setup": hooks.proc_setup.get() or (),  # the proc wiring, run before it serves
             **({"python": python} if python else {}),
             **(spec or {}),
         }
@@ -400,6 +407,25 @@ class LocalHostAgent:
                     port = mailbox.open_port(_Heartbeat(self._unanswered, key))
                     mailbox.post(key, (CONTROL, "ping", (), port))
 
+    # ---- queries ----------------------------------------------------------------------------
+    def connected(self) -> concurrent.futures.Future[None]:
+        """This machine is always reachable: a completed future."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def snapshot(self) -> list[PlacedTable]:
+        """The proc tables not yet stopped, every rank on this machine (any thread)."""
+        here = socket.gethostname()
+        with self._lock:
+            tables = list(self._tables)
+        return [PlacedTable(t, (here,) * len(t.keys)) for t in tables]
+
+    def live_addresses(self) -> list[str]:
+        """The addresses of the procs that are up (any thread)."""
+        with self._lock:
+            return list(self._by_addr)
+
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         table.begin_stop(reason)
@@ -462,7 +488,8 @@ class LocalHostAgent:
             if self._zygote is not None and self._zygote.poll() is None:
                 self._send({"kill": pids, "sig": 9})
 
-    def shutdown(self) -> concurrent.futures.Future[None]:
+    def stop_all(self) -> concurrent.futures.Future[None]:
+        """Stop every proc of this agent; it can start procs again afterwards."""
         with self._lock:
             tables = list(self._tables)
         futures = [self.stop_procs(t, "host mesh shut down") for t in tables]
@@ -473,8 +500,14 @@ class LocalHostAgent:
 
         return self.rt.submit(all_done())
 
+    def shutdown(self) -> concurrent.futures.Future[None]:
+        """`HostMesh.shutdown` of `this_host()`: stops every proc (`stop_all`); the process's
+        agent stays, so a later `this_host()` starts procs again."""
+        return self.stop_all()
+
     def close(self, timeout: float = 5.0) -> None:
         """Stop every proc, then the zygote (at exit: bounded by `timeout`)."""
+        host_agent.forget(self)
         if self._zygote is None or self._closed:
             return
         try:
@@ -541,15 +574,17 @@ def local_agent() -> LocalHostAgent:
         with _agent_lock:
             if _agent is None:
                 _agent = LocalHostAgent(get_runtime())
+                host_agent.register(_agent)
     return _agent
 
 
 def this_host() -> HostMesh:
     """The host mesh (no dimensions) of this machine; `spawn_procs` forks real OS processes."""
-    return HostMesh._create(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])), True)
+    return HostMesh.from_agent(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])),
+                               True)
 
 
-set_current_host_factory(this_host)
+hooks.local_host.install(local_agent)
 
 
 def proc_exit_report(status: str) -> str:

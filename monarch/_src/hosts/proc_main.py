@@ -1,8 +1,9 @@
 """The main program of a proc: a mailbox on the main thread, serving until told to stop.
 
 A host agent starts a proc with a spec (a dict): its id, the address of the controller that asked
-for it, the controller's `sys.path` and runtime config, and an optional bootstrap callable. The
-proc starts its transport, runs the bootstrap, reports `proc_ready` (or the bootstrap's failure)
+for it, the controller's `sys.path` and runtime config, the "module:function" names of its set-up
+(`setup`: the proc wiring, from the `proc_setup` hook slot of the process that asked) and an
+optional bootstrap callable. The proc runs its set-up, starts its transport, runs the bootstrap, reports `proc_ready` (or the bootstrap's failure)
 to the controller, then serves until a `stop_proc` arrives: it stops its actors (running their
 cleanups), answers, flushes what it still has to send, and exits.
 """
@@ -10,6 +11,7 @@ cleanups), answers, flushes what it still has to send, and exits.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import sys
@@ -20,8 +22,7 @@ from monarch._src.config import apply_snapshot, duration_seconds, get as config_
 from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture, capture_paths
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
-import monarch._src.debug.agent  # noqa: F401  (breakpoint(), post-mortem, stack dumps in procs)
-from monarch._src.mesh.hosted import _STOP, HostedActor
+from monarch._src.mesh.hosted import HostedActor
 from monarch._src.runtime.envelope import CONTROL, decode, encode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import CountPort
@@ -44,6 +45,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     except OSError:
         pass
     apply_snapshot(spec["config"])
+    run_setup(spec.get("setup", ()))
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mailbox = Mailbox(loop)
@@ -96,6 +98,14 @@ def run_proc(spec: dict[str, Any]) -> int:
             pass
     loop.run_until_complete(mailbox.transport.drain())
     return 0
+
+
+def run_setup(names: tuple[str, ...] | list[str]) -> None:
+    """Import and call each "module:function" of a proc's set-up (its proc-side agents: the
+    debugger's breakpoint hook, stack dumps), before its runtime starts."""
+    for name in names:
+        module, _, function = name.partition(":")
+        getattr(importlib.import_module(module), function)()
 
 
 def _setup_failure(exc: BaseException) -> Any:
@@ -182,8 +192,8 @@ async def _stop_everything(
     if actors:
         entry = CountPort(len(actors))
         port = mailbox.open_port(entry)
-        for i, actor in enumerate(actors):
-            actor.thread.enqueue((_STOP, reason, port))
+        for actor in actors:
+            actor.request_stop(reason, port)
         try:
             await asyncio.wait_for(asyncio.wrap_future(entry.cf),
                                    timeout=duration_seconds("stop_actor_timeout"))

@@ -77,7 +77,7 @@ def _attach(targets: list[Any], name: str | None,
             on_shutdown: Callable[[], None] | None = None) -> HostMesh:
     agent = RemoteHostAgent(get_runtime(), targets, name, on_shutdown)
     shape = Shape(["hosts"], Slice.new_row_major([len(targets)]))
-    return HostMesh._create(agent, shape, True)  # type: ignore[arg-type]
+    return HostMesh.from_agent(agent, shape, True)
 
 
 def _serve(ca: str, address: str, private_key: Any, what: str) -> Any:

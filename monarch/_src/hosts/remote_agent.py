@@ -36,7 +36,9 @@ from monarch._src.hosts.addresses import (
     probe_ssl_context,
 )
 from monarch._src.hosts.local import settled
+from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.controller import root_address
+from monarch._src.mesh.host_agent import PlacedTable
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, encode
@@ -80,6 +82,9 @@ class RemoteHostAgent:
 
     Public methods run on any thread but the runtime loop.
     """
+
+    is_local = False  # paths given for these hosts cannot be checked from here
+    supports_proc_bind = False  # workers are pinned by how they are started (numactl ...)
 
     def __init__(self, rt: Runtime, targets: Sequence[Any], name: str | None,
                  on_shutdown: Callable[[], None] | None = None) -> None:
@@ -137,6 +142,7 @@ class RemoteHostAgent:
             host.connected.set_exception(err)
             return
         _agents_by_host.setdefault(host.addr, []).append(self)
+        host_agent.register(self)
         host.connected.set_result(info)
         self.rt.loop.create_task(self._watch(host))
 
@@ -209,9 +215,12 @@ class RemoteHostAgent:
     # ---- spawning ---------------------------------------------------------------------------
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
-        python: str | None = None,
+        python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
     ) -> ProcTable:
-        """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks."""
+        """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks.
+        `proc_bind` is refused (`supports_proc_bind`): workers are pinned as they start."""
+        if proc_bind is not None:
+            raise NotImplementedError("remote hosts do not pin procs (supports_proc_bind)")
         if self._closed:
             raise RuntimeError("HostMesh has already been shut down")
         tag = uuid.uuid4().hex[:8]
@@ -235,6 +244,7 @@ class RemoteHostAgent:
             "bootstrap": encode(bootstrap) if bootstrap is not None else None,
             "log_forwarding": bool(config_get("enable_log_forwarding")),
             "tail_log_lines": int(config_get("tail_log_lines")),  # the host keeps the tails
+            "setup": hooks.proc_setup.get() or (),  # the proc wiring, resolved on the host
         }
         if python:
             spec["python"] = python  # the procs exec this interpreter (with_python_executable)
@@ -327,6 +337,22 @@ class RemoteHostAgent:
         if op == "host_flush_logs":
             self.logs.flush_due(force=True)
 
+    # ---- queries ----------------------------------------------------------------------------
+    def snapshot(self) -> list[PlacedTable]:
+        """The proc tables not yet stopped, with the label of each rank's host (any thread)."""
+        with self._lock:
+            placed = list(self._tables.values())
+        return [PlacedTable(table, tuple(self.hosts[h].label for h in where.host_of_rank))
+                for table, where in placed]
+
+    def live_addresses(self) -> list[str]:
+        """The addresses of the procs that are up, on every host (any thread)."""
+        with self._lock:
+            tables = [table for table, _ in self._tables.values()]
+        return [key for table in tables if table.stopped is None
+                for rank, key in enumerate(table.keys)
+                if not key.startswith(PENDING_PREFIX) and rank not in table.failed]
+
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         """Stop the procs of `table` through their hosts (bounded); stopped is not failed."""
@@ -377,6 +403,7 @@ class RemoteHostAgent:
                 attached = _agents_by_host.get(host.addr or "", [])
                 if self in attached:
                     attached.remove(self)
+            host_agent.forget(self)
             if self._on_shutdown is not None:
                 on_shutdown, self._on_shutdown = self._on_shutdown, None
                 await asyncio.get_running_loop().run_in_executor(None, on_shutdown)

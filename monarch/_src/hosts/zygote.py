@@ -30,6 +30,9 @@ from typing import Any
 
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1
+# The directory that holds this `monarch` package (this file is monarch/_src/hosts/zygote.py).
+_MONARCH_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 def write_message(fd: int, obj: Any) -> None:
@@ -123,9 +126,7 @@ def _exec_interpreter(spec: dict[str, Any]) -> None:
     os.set_inheritable(fd, True)
     # This monarch, whatever the interpreter finds on its own: the proc must speak the same
     # protocol as its host (and an editable install is not visible through PYTHONPATH alone).
-    import monarch
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(monarch.__file__)))
+    root = _MONARCH_ROOT
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     sys.stdout.flush()

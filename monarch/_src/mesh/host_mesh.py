@@ -1,45 +1,25 @@
-"""`HostMesh`: machines that can start procs, and the agent protocol behind them.
+"""`HostMesh`: machines that can start procs.
 
-A host mesh delegates the work to a `HostAgent` from the hosts layer: the embedded local host
-(`this_host()`, a fork server on this machine) now, Dask-cluster hosts later. The mesh layer
-only needs the three operations of `HostAgent`.
+A host mesh delegates the work to a `HostAgent` (`mesh/host_agent.py`) from the hosts layer: the
+embedded local host (`this_host()`, a fork server on this machine) or hosts attached from a
+cluster. This layer reaches the hosts layer and the features only through hook slots
+(`mesh/hooks.py`): `local_host` for `this_host()`'s agent, `workspace_sync` for `sync_workspace`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import math
 import os
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
+from monarch._src.mesh import hooks
+from monarch._src.mesh.host_agent import HostAgent
 from monarch._src.mesh.ownership import owner_key, tree
-from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable
+from monarch._src.mesh.proc_mesh import ProcMesh
 from monarch._src.runtime.future import Future
 from monarch._src.shape import MeshTrait, Shape, Slice
 
-__all__ = ["HostAgent", "HostMesh", "current_host", "set_current_host_factory"]
-
-
-class HostAgent(Protocol):
-    """Starts and stops procs on the hosts of a host mesh."""
-
-    def spawn_procs(
-        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
-        python: str | None = None,
-    ) -> ProcTable:
-        """Start `per_host` procs on each of `hosts` (ranks), host-major; never blocks. With
-        `python`, each proc runs that interpreter (`HostMesh.with_python_executable`)."""
-        ...
-
-    def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]: ...
-
-    def shutdown(self) -> concurrent.futures.Future[None]: ...
-
-    def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]: ...
-
-    def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
-        """Return once every line the procs wrote so far reached this process's output."""
-        ...
+__all__ = ["HostMesh", "current_host"]
 
 
 class HostMesh(MeshTrait):
@@ -50,8 +30,17 @@ class HostMesh(MeshTrait):
             "HostMesh cannot be constructed directly. Use this_host() or hosts_from_config()."
         )
 
+    _agent: HostAgent
+    _mesh_shape: Shape
+    _owned: bool
+    _state: _HostState
+    _python: str | None
+    _workspace_ok: bool
+
     @classmethod
-    def _create(cls, agent: HostAgent, shape: Shape, owned: bool) -> HostMesh:
+    def from_agent(cls, agent: HostAgent, shape: Shape, owned: bool) -> HostMesh:
+        """The host mesh of `shape` whose hosts `agent` runs (what the hosts layer builds:
+        `this_host()`, `attach_to_workers`). `owned`: this process may stop and shut it down."""
         hm = object.__new__(cls)
         hm._agent = agent
         hm._mesh_shape = shape
@@ -62,11 +51,16 @@ class HostMesh(MeshTrait):
         return hm
 
     @property
+    def agent(self) -> HostAgent:
+        """The host agent that starts and stops this mesh's procs."""
+        return self._agent
+
+    @property
     def _shape(self) -> Shape:
         return self._mesh_shape
 
     def _new_with_shape(self, shape: Shape) -> HostMesh:
-        hm = HostMesh._create(self._agent, shape, owned=False)
+        hm = HostMesh.from_agent(self._agent, shape, owned=False)
         hm._state = self._state
         hm._python = self._python
         return hm
@@ -107,20 +101,14 @@ class HostMesh(MeshTrait):
                 "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
             )
         hosts = self._mesh_shape.ranks()
-        extra: dict[str, Any] = {}
-        if self._python is not None:
-            extra["python"] = self._python
-        if proc_bind is not None:
-            if not getattr(self._agent, "supports_proc_bind", False):
-                raise NotImplementedError(
-                    "spawn_procs(proc_bind=...) pins procs on this machine's local host only; "
-                    "on remote hosts, start each worker under the binding you want (e.g. "
-                    "`numactl --cpunodebind=0 monarch worker ...`)."
-                )
-            from monarch._src.hosts.binding import cpus_for_binding
-
-            extra["cpu_binds"] = [cpus_for_binding(b, r) for r, b in enumerate(proc_bind)]
-        table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, **extra)
+        if proc_bind is not None and not self._agent.supports_proc_bind:
+            raise NotImplementedError(
+                "spawn_procs(proc_bind=...) pins procs on this machine's local host only; "
+                "on remote hosts, start each worker under the binding you want (e.g. "
+                "`numactl --cpunodebind=0 monarch worker ...`)."
+            )
+        table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python,
+                                        proc_bind=proc_bind)
         sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
         shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
         from monarch._src.mesh.context import current_instance
@@ -149,7 +137,7 @@ class HostMesh(MeshTrait):
         if not path:
             raise ValueError("HostMesh.with_python_executable got an empty path; pass the path "
                              "of a Python interpreter such as '/opt/venv/bin/python'.")
-        if getattr(self._agent, "is_local", False):
+        if self._agent.is_local:
             # On this machine the path can be checked now rather than when a proc fails.
             if not os.path.isfile(path) or not os.access(path, os.X_OK):
                 raise ValueError(
@@ -157,7 +145,7 @@ class HostMesh(MeshTrait):
                     "this host. Pass the path of a Python interpreter that can import monarch."
                 )
             path = os.path.abspath(path)
-        hm = HostMesh._create(self._agent, self._mesh_shape, owned=self._owned)
+        hm = HostMesh.from_agent(self._agent, self._mesh_shape, owned=self._owned)
         hm._state = self._state
         hm._python = path
         hm._workspace_ok = self._workspace_ok
@@ -172,56 +160,12 @@ class HostMesh(MeshTrait):
         `conda=True` the workspace's conda environment (or the active conda env or virtualenv)
         is mirrored too, at the same path. Procs started afterwards see the new files.
         """
-        import asyncio
-
-        from monarch.tools.config.environment import CondaEnvironment
-        from monarch.tools.config.workspace import Workspace
-
         if not self._workspace_ok:
             raise RuntimeError(
                 "cannot call sync_workspace on a sliced host mesh or one that was sent over an "
                 "actor endpoint"
             )
-        if not isinstance(workspace, Workspace):
-            raise TypeError(
-                "HostMesh.sync_workspace takes a monarch.tools.config.Workspace, e.g. "
-                f"Workspace(dirs=['./my_project']); got {type(workspace).__name__}."
-            )
-        if auto_reload:
-            raise NotImplementedError(
-                "HostMesh.sync_workspace(auto_reload=True) is not supported: running procs do "
-                "not reload modules. Stop the proc mesh and spawn_procs() again after the sync "
-                "so the new code is imported."
-            )
-        from monarch._src.job.workspace import HOST_WORKSPACE_DIR, sync_workspace
-
-        jobs: list[tuple[str, str]] = []
-        for src, dst in workspace.dirs.items():
-            local = os.fspath(src)
-            if not os.path.isdir(local):
-                raise NotADirectoryError(
-                    f"Workspace directory {local!r} does not exist; pass existing directories."
-                )
-            jobs.append((local, f"{HOST_WORKSPACE_DIR}/{dst}" if dst else HOST_WORKSPACE_DIR))
-        if conda:
-            prefix = None
-            if isinstance(workspace.env, CondaEnvironment):
-                prefix = workspace.env._conda_prefix
-            prefix = prefix or os.environ.get("CONDA_PREFIX") or os.environ.get("VIRTUAL_ENV")
-            if not prefix:
-                import sys
-
-                prefix = sys.prefix if sys.prefix != sys.base_prefix else None
-            if not prefix:
-                raise ValueError(
-                    "HostMesh.sync_workspace(conda=True) found no environment to sync: no conda "
-                    "env or virtualenv is active and the workspace names none. Activate one or "
-                    "pass Workspace(env=CondaEnvironment(conda_prefix=...))."
-                )
-            real = os.path.realpath(prefix)
-            jobs.append((real, real))
-        for local, dest in jobs:
-            await asyncio.to_thread(sync_workspace, self, local, dest)
+        await hooks.workspace_sync.require()(self, workspace, conda, auto_reload)
 
     @property
     def python_executable(self) -> str | None:
@@ -232,10 +176,7 @@ class HostMesh(MeshTrait):
     def initialized(self) -> Future[bool]:
         """Resolves to True once every host is connected (remote hosts: raises naming one that
         could not be reached)."""
-        connected = getattr(self._agent, "connected", None)
-        if connected is None:
-            return Future._from_value(True)
-        return Future._create(connected(), lambda _: True)
+        return Future._create(self._agent.connected(), lambda _: True)
 
     def shutdown(self) -> Future[None]:
         """Stop every proc of these hosts; the host mesh cannot be used afterwards."""
@@ -250,8 +191,7 @@ class HostMesh(MeshTrait):
         """Stop the procs of this host mesh; the hosts stay usable."""
         if not self._owned:
             raise RuntimeError("cannot stop `HostMesh` that is a reference instead of owned")
-        # Remote hosts stay attached on stop (`stop_all`); the local agent has only shutdown.
-        return Future._create(getattr(self._agent, "stop_all", self._agent.shutdown)())
+        return Future._create(self._agent.stop_all())  # remote hosts stay attached
 
     async def __aenter__(self) -> HostMesh:
         return self
@@ -295,17 +235,8 @@ class _HostState:
         self.shut_down = False  # True once shutdown() was called on the owner
 
 
-_host_factory: Callable[[], HostMesh] | None = None
-
-
-def set_current_host_factory(factory: Callable[[], HostMesh]) -> None:
-    """The hosts layer registers how `this_host()` is built in this process."""
-    global _host_factory
-    _host_factory = factory
-
-
 def current_host() -> HostMesh:
-    if _host_factory is None:
-        import monarch._src.hosts.local  # noqa: F401  (registers the factory)
-    assert _host_factory is not None
-    return _host_factory()
+    """`this_host()`: the owned, zero-dimension host mesh of this machine, whose agent the
+    `local_host` slot makes (filled when `monarch._src.hosts.local` is imported)."""
+    agent = hooks.local_host.require()()
+    return HostMesh.from_agent(agent, Shape([], Slice(offset=0, sizes=[], strides=[])), True)

@@ -496,8 +496,9 @@ class HostedActor:
         self._fail(failure_report(self._display, f"actor explicitly aborted due to: {reason}"),
                    None)
 
-    def request_stop(self, reason: str) -> None:
-        self.thread.enqueue((_STOP, reason, None))
+    def request_stop(self, reason: str, reply: Any = None) -> None:
+        """Stop after the messages already queued (`__cleanup__` runs); `reply` is answered."""
+        self.thread.enqueue((_STOP, reason, reply))
 
     def _supervise(self, failure: Any) -> Any:
         handler = getattr(self.obj, "__supervise__", None)

@@ -26,6 +26,8 @@ def install() -> None:
     hooks.rref.install(_rref)
     hooks.mesh_engine.install(_mesh_engine)
     hooks.fault_hook.install(_fault_hook)
+    hooks.local_host.install(_local_host)
+    hooks.workspace_sync.install(_workspace_sync)
 
 
 def _rref(endpoint: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -48,3 +50,17 @@ def _fault_hook() -> Callable[[Any], None]:
 
     hook: Callable[[Any], None] = getattr(monarch.actor, "unhandled_fault_hook")
     return hook
+
+
+def _local_host() -> Any:
+    """This process's local host agent (`this_host()`), made on first use."""
+    from monarch._src.hosts.local import local_agent
+
+    return local_agent()
+
+
+async def _workspace_sync(host_mesh: Any, workspace: Any, conda: bool, auto_reload: bool) -> None:
+    """`HostMesh.sync_workspace`: the workspace feature of `monarch.tools.config`."""
+    from monarch.tools.config.workspace import sync_host_mesh
+
+    await sync_host_mesh(host_mesh, workspace, conda, auto_reload)

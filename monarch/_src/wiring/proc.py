@@ -2,7 +2,7 @@
 
 Named (as "monarch._src.wiring.proc:install") in the spec of every proc, through the
 `proc_setup` hook slot the controller wiring fills; `monarch._src.hosts.proc_main` imports and
-calls it by that name.
+calls it by that name (on whichever host the proc runs: the name travels in the spec).
 """
 
 from __future__ import annotations
@@ -13,6 +13,9 @@ __all__ = ["install"]
 
 
 def install() -> None:
-    """Install the proc-side agents (idempotent). A proc is also a controller of the meshes it
-    spawns, so it fills the controller's slots too."""
+    """Install the proc-side agents (idempotent): the debug agent (`breakpoint()`, post-mortem,
+    stack dumps; importing it hooks it into the proc's runtime). A proc is also a controller of
+    the meshes it spawns, so it fills the controller's slots too."""
+    import monarch._src.debug.agent  # noqa: F401
+
     controller.install()

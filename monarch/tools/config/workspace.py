@@ -8,12 +8,16 @@ use `~/.monarch/workspace`.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import shutil
+import sys
 from pathlib import Path
+from typing import Any
 
 from monarch.tools.config.environment import CondaEnvironment, Environment
 
-__all__ = ["ACTIVE_CONDA_ENV", "Workspace"]
+__all__ = ["ACTIVE_CONDA_ENV", "Workspace", "sync_host_mesh"]
 
 ACTIVE_CONDA_ENV = CondaEnvironment()
 
@@ -68,3 +72,54 @@ class Workspace:
     def __repr__(self) -> str:
         dirs = {str(k): v for k, v in self.dirs.items()}
         return f"Workspace(dirs={dirs!r}, env={self.env!r})"
+
+
+async def sync_host_mesh(host_mesh: Any, workspace: Any, conda: bool, auto_reload: bool) -> None:
+    """`HostMesh.sync_workspace` (through the `workspace_sync` hook slot): check the arguments,
+    then mirror each directory of `workspace` (and with `conda` its environment, or the active
+    conda env or virtualenv, at the same path) on every host of `host_mesh`."""
+    from monarch._src.job.workspace import HOST_WORKSPACE_DIR, sync_workspace
+
+    if not isinstance(workspace, Workspace):
+        raise TypeError(
+            "HostMesh.sync_workspace takes a monarch.tools.config.Workspace, e.g. "
+            f"Workspace(dirs=['./my_project']); got {type(workspace).__name__}."
+        )
+    if auto_reload:
+        raise NotImplementedError(
+            "HostMesh.sync_workspace(auto_reload=True) is not supported: running procs do "
+            "not reload modules. Stop the proc mesh and spawn_procs() again after the sync "
+            "so the new code is imported."
+        )
+    jobs: list[tuple[str, str]] = []
+    for src, dst in workspace.dirs.items():
+        local = os.fspath(src)
+        if not os.path.isdir(local):
+            raise NotADirectoryError(
+                f"Workspace directory {local!r} does not exist; pass existing directories."
+            )
+        jobs.append((local, f"{HOST_WORKSPACE_DIR}/{dst}" if dst else HOST_WORKSPACE_DIR))
+    if conda:
+        prefix = _environment_to_sync(workspace)
+        real = os.path.realpath(prefix)
+        jobs.append((real, real))
+    for local, dest in jobs:
+        await asyncio.to_thread(sync_workspace, host_mesh, local, dest)
+
+
+def _environment_to_sync(workspace: Workspace) -> str:
+    """The environment `sync_workspace(conda=True)` mirrors: the workspace's conda prefix, else
+    the active conda env or virtualenv; ValueError when there is none."""
+    prefix = None
+    if isinstance(workspace.env, CondaEnvironment):
+        prefix = workspace.env._conda_prefix
+    prefix = prefix or os.environ.get("CONDA_PREFIX") or os.environ.get("VIRTUAL_ENV")
+    if not prefix:
+        prefix = sys.prefix if sys.prefix != sys.base_prefix else None
+    if not prefix:
+        raise ValueError(
+            "HostMesh.sync_workspace(conda=True) found no environment to sync: no conda "
+            "env or virtualenv is active and the workspace names none. Activate one or "
+            "pass Workspace(env=CondaEnvironment(conda_prefix=...))."
+        )
+    return prefix
