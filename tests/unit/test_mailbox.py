@@ -16,7 +16,18 @@ from typing import Any
 
 import pytest
 
-from monarch._src.runtime.envelope import CALL, CONTROL, PORT, PORT_ERROR, PORT_VALUE, decode, encode
+from monarch._src.runtime.envelope import (
+    CALL,
+    CONTROL,
+    PORT,
+    PORT_ERROR,
+    PORT_VALUE,
+    Call,
+    Control,
+    PortMsg,
+    decode,
+    encode,
+)
 from monarch._src.runtime import mailbox as mailbox_module
 from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
 from monarch._src.runtime.ports import (
@@ -37,16 +48,16 @@ class _FakeActor:
     """Records every envelope the mailbox hands it, on the loop thread."""
 
     def __init__(self) -> None:
-        self.envs: list[tuple[Any, ...]] = []
+        self.envs: list[Call] = []
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
 
-    def enqueue(self, env: tuple[Any, ...]) -> None:
+    def enqueue(self, env: Call) -> None:
         self.envs.append(env)
         for n, fut in self._waiters:
             if len(self.envs) >= n and not fut.done():
                 fut.set_result(None)
 
-    async def wait_for(self, n: int) -> list[tuple[Any, ...]]:
+    async def wait_for(self, n: int) -> list[Call]:
         """Wait until `n` envelopes arrived in total; return them all."""
         if len(self.envs) < n:
             fut = asyncio.get_running_loop().create_future()
@@ -56,9 +67,9 @@ class _FakeActor:
 
 
 def _call(
-    key: str, value: Any, reply: Any = None, rank: tuple[Any, ...] = NO_RANK
-) -> tuple[Any, ...]:
-    return (CALL, key, "method", encode(value), reply, rank)
+    key: str, value: Any, reply: Any = None, rank: Any = NO_RANK
+) -> Call:
+    return Call(CALL, key, "method", encode(value), reply, rank, None)
 
 
 async def _result(cf: concurrent.futures.Future[Any]) -> Any:
@@ -111,8 +122,8 @@ async def test_mailbox_post_to_self_delivers_call_locally(mailboxes: Any) -> Non
     mb.actors["a1"] = actor
     mb.post(mb.address, _call("a1", {"x": 1}))
     (env,) = await actor.wait_for(1)
-    assert env[:3] == (CALL, "a1", "method")
-    assert decode(env[3]) == {"x": 1}
+    assert (env.kind, env.actor_key, env.method) == (CALL, "a1", "method")
+    assert decode(env.payload) == {"x": 1}
 
 
 async def test_mailbox_post_to_self_delivers_copy_of_buffers(mailboxes: Any) -> None:
@@ -125,7 +136,7 @@ async def test_mailbox_post_to_self_delivers_copy_of_buffers(mailboxes: Any) -> 
     assert sent_buffers, "expected an out-of-band buffer"
     mb.post(mb.address, posted)
     (env,) = await actor.wait_for(1)
-    received = env[3]
+    received = env.payload
     assert len(received[1]) == len(sent_buffers)
     for mine, theirs in zip(received[1], sent_buffers, strict=True):
         assert mine is not theirs
@@ -142,7 +153,7 @@ async def test_mailbox_post_to_self_then_mutate_receiver_sees_original(mailboxes
     mb.post(mb.address, _call("a1", data))
     data[:4] = b"ZZZZ"  # right after post returns, before the loop has routed the envelope
     (env,) = await actor.wait_for(1)
-    assert decode(env[3])[:4] == b"aaaa"
+    assert decode(env.payload)[:4] == b"aaaa"
 
 
 async def test_mailbox_reply_to_self_completes_local_port(mailboxes: Any) -> None:
@@ -188,9 +199,9 @@ async def test_mailbox_call_reaches_remote_actor_and_reply_returns(mailboxes: An
     port = a.open_port(entry, (b.address,))
     a.post(b.address, _call("echo", "hi", reply=port))
     (env,) = await actor.wait_for(1)
-    assert decode(env[3]) == "hi"
-    assert env[4] == port
-    b.reply(env[4], "hi back", rank=env[5][0])
+    assert decode(env.payload) == "hi"
+    assert env.reply == port
+    b.reply(env.reply, "hi back", rank=env.rank)
     assert decode_reply(await _result(entry.cf)) == "hi back"
 
 
@@ -208,7 +219,7 @@ async def test_mailbox_thousand_posts_from_one_thread_arrive_in_order(mailboxes:
     producer.start()
     envs = await actor.wait_for(n)
     producer.join(WAIT)
-    assert [decode(env[3]) for env in envs] == list(range(n))
+    assert [decode(env.payload) for env in envs] == list(range(n))
 
 
 async def test_mailbox_posts_from_two_threads_each_keep_order(mailboxes: Any) -> None:
@@ -229,7 +240,7 @@ async def test_mailbox_posts_from_two_threads_each_keep_order(mailboxes: Any) ->
     envs = await actor.wait_for(2 * n)
     for t in producers:
         t.join(WAIT)
-    values = [decode(env[3]) for env in envs]
+    values = [decode(env.payload) for env in envs]
     assert [i for (who, i) in values if who == "x"] == list(range(n))
     assert [i for (who, i) in values if who == "y"] == list(range(n))
 
@@ -263,7 +274,7 @@ async def test_mailbox_call_to_unknown_actor_without_reply_is_dropped(mailboxes:
     a.post(b.address, _call("ghost", None))
     a.post(b.address, _call("real", "after"))
     (env,) = await actor.wait_for(1)
-    assert decode(env[3]) == "after"
+    assert decode(env.payload) == "after"
 
 
 async def test_mailbox_call_to_unknown_local_actor_replies_supervision_error(
@@ -289,11 +300,11 @@ async def test_mailbox_calls_before_the_actor_registers_wait_for_it_in_order(
     a.post(b.address, _call("marker", "sent after the early calls"))
     await marker.wait_for(1)
     late = _FakeActor()
-    late.envs.append((CALL, "late", "__init__'s turn"))  # what add_actor's caller queued first
+    late.envs.append(_call("late", "__init__'s turn"))  # what add_actor's caller queued first
     b.loop.call_soon_threadsafe(b.add_actor, "late", late)
     a.post(b.address, _call("late", 3))
     envs = await late.wait_for(5)
-    assert [decode(env[3]) for env in envs[1:]] == [0, 1, 2, 3]
+    assert [decode(env.payload) for env in envs[1:]] == [0, 1, 2, 3]
 
 
 # ---- pending keys --------------------------------------------------------------------------------
@@ -314,7 +325,7 @@ async def test_mailbox_pending_key_holds_posts_until_resolve(mailboxes: Any) -> 
     for i in range(5, 8):
         a.post(key, _call("held", i))
     envs = await held.wait_for(8)
-    assert [decode(env[3]) for env in envs] == list(range(8))
+    assert [decode(env.payload) for env in envs] == list(range(8))
 
 
 async def test_mailbox_pending_key_resolved_ports_fail_when_address_dies(mailboxes: Any) -> None:
@@ -445,7 +456,7 @@ async def test_mailbox_control_to_dead_peer_replies_supervision_error(mailboxes:
     peer = "inproc://192.0.2.9/1/7"
     mb.mark_dead(peer, TransportError("gone"))
     entry = OncePort()
-    mb.post(peer, (CONTROL, "stop_proc", ("why",), mb.open_port(entry)))
+    mb.post(peer, Control(CONTROL, "stop_proc", ("why",), mb.open_port(entry)))
     with pytest.raises(SupervisionError, match="gone"):
         decode_reply(await _result(entry.cf))
 
@@ -503,10 +514,10 @@ async def test_mailbox_count_port_peer_dies_after_its_ack_still_waits(mailboxes:
     entry = CountPort(2)
     port = mb.open_port(entry, (first, second))
     # `first` acknowledges (as received from it), then dies: its death no longer counts.
-    mb._dispatch(first, (PORT, port[1], encode(None), 0, PORT_VALUE))
+    mb._dispatch(first, PortMsg(PORT, port[1], encode(None), 0, PORT_VALUE))
     mb.mark_dead(first, SupervisionError("exited after acknowledging"))
     assert not entry.cf.done()  # `second` has not answered yet
-    mb._dispatch(second, (PORT, port[1], encode(None), 1, PORT_VALUE))
+    mb._dispatch(second, PortMsg(PORT, port[1], encode(None), 1, PORT_VALUE))
     assert entry.cf.done() and entry.cf.result(timeout=0) is None
 
 
@@ -517,7 +528,7 @@ async def test_mailbox_listener_closed_fails_ports_waiting_on_it(mailboxes: Any)
     first = OncePort()
     a.post(b.address, _call("srv", 1, reply=a.open_port(first, (b.address,))))
     (env,) = await actor.wait_for(1)
-    b.reply(env[4], "answered")  # b now holds a connection back to a
+    b.reply(env.reply, "answered")  # b now holds a connection back to a
     assert decode_reply(await _result(first.cf)) == "answered"
     pending = OncePort()
     a.open_port(pending, (b.address,))
@@ -532,7 +543,7 @@ async def test_mailbox_expected_exit_reports_given_error(mailboxes: Any) -> None
     a, b = await mailboxes(), await mailboxes()
     b.control["ping"] = lambda peer, args, reply: b.reply(reply, "pong")
     entry = OncePort()
-    a.post(b.address, (CONTROL, "ping", (), a.open_port(entry)))
+    a.post(b.address, Control(CONTROL, "ping", (), a.open_port(entry)))
     assert decode_reply(await _result(entry.cf)) == "pong"
     a.expect_exit(b.address, SupervisionError("stopped on request"))
     pending = OncePort()
@@ -558,7 +569,7 @@ async def _connected_pair_with_delegate(
     a.lost_delegate = delegate
     b.control["hello"] = lambda peer, args, reply: b.reply(reply, "hi")
     entry = OncePort()
-    a.post(b.address, (CONTROL, "hello", (), a.open_port(entry)))
+    a.post(b.address, Control(CONTROL, "hello", (), a.open_port(entry)))
     assert decode_reply(await _result(entry.cf)) == "hi"  # b now holds a connection back to a
     return a, b, asked
 
@@ -572,7 +583,7 @@ async def test_mailbox_lost_delegate_holds_until_mark_dead(mailboxes: Any) -> No
     peer, err = await asyncio.wait_for(asked.get(), WAIT)
     assert peer == b.address
     assert isinstance(err, TransportError)
-    a.post(b.address, (CONTROL, "hello", (), None))  # the write to b fails...
+    a.post(b.address, Control(CONTROL, "hello", (), None))  # the write to b fails...
     await asyncio.wait_for(asked.get(), WAIT)  # ...and the delegate is asked again
     call_reply = OncePort()
     a.post(b.address, _call("actor", None, reply=a.open_port(call_reply)))
@@ -614,7 +625,7 @@ async def test_mailbox_control_op_dispatched_to_handler(mailboxes: Any) -> None:
     b.control["add"] = handler
     entry = OncePort()
     port = a.open_port(entry)
-    a.post(b.address, (CONTROL, "add", (2, 3), port))
+    a.post(b.address, Control(CONTROL, "add", (2, 3), port))
     assert decode_reply(await _result(entry.cf)) == 5
     assert calls == [(a.address, (2, 3), port)]
 
@@ -626,8 +637,8 @@ async def test_mailbox_control_op_unknown_logged(
     b.control["known"] = lambda peer, args, reply: b.reply(reply, "ok")
     entry = OncePort()
     with caplog.at_level(logging.ERROR, logger="monarch._src.runtime.mailbox"):
-        a.post(b.address, (CONTROL, "no_such_op", (), None))
-        a.post(b.address, (CONTROL, "known", (), a.open_port(entry)))
+        a.post(b.address, Control(CONTROL, "no_such_op", (), None))
+        a.post(b.address, Control(CONTROL, "known", (), a.open_port(entry)))
         assert decode_reply(await _result(entry.cf)) == "ok"
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("unknown control operation 'no_such_op'" in m and a.address in m for m in messages)
@@ -644,7 +655,7 @@ async def test_mailbox_control_op_raising_logged_and_error_replied(
     mb.control["broken"] = broken
     entry = OncePort()
     with caplog.at_level(logging.ERROR, logger="monarch._src.runtime.mailbox"):
-        mb.post(mb.address, (CONTROL, "broken", (), mb.open_port(entry)))
+        mb.post(mb.address, Control(CONTROL, "broken", (), mb.open_port(entry)))
         with pytest.raises(ValueError, match="handler bug"):
             decode_reply(await _result(entry.cf))
     assert any("control operation 'broken' failed" in r.getMessage() for r in caplog.records)
@@ -652,8 +663,8 @@ async def test_mailbox_control_op_raising_logged_and_error_replied(
 
 async def test_mailbox_port_envelope_for_unknown_port_ignored(mailboxes: Any) -> None:
     a, b = await mailboxes(), await mailboxes()
-    a.post(b.address, (PORT, 987654, encode("stray"), None, 0))
+    a.post(b.address, PortMsg(PORT, 987654, encode("stray"), None, PORT_VALUE))
     entry = OncePort()
     port = b.open_port(entry)
-    a.post(b.address, (PORT, port[1], encode("real"), None, 0))
+    a.post(b.address, PortMsg(PORT, port[1], encode("real"), None, PORT_VALUE))
     assert decode_reply(await _result(entry.cf)) == "real"

@@ -138,10 +138,10 @@ async def test_transport_send_to_self_delivers(nodes: Any) -> None:
 async def test_transport_drain_returns_after_everything_written(nodes: Any) -> None:
     a, b = await nodes(), await nodes()
     for i in range(10):
-        a.transport.send(b.address, i)
+        a.transport.send(b.address, ("env", i))
     await asyncio.wait_for(a.transport.drain(), WAIT)
     envs, _ = await b.receive(10)
-    assert envs == list(range(10))
+    assert envs == [("env", i) for i in range(10)]
 
 
 # ---- payloads ------------------------------------------------------------------------------------

@@ -25,11 +25,16 @@ from collections import OrderedDict, deque
 from typing import Any, Callable, Protocol
 
 from monarch._src.runtime.envelope import (
-    CALL,
     CONTROL,
     PORT,
     PORT_ERROR,
+    PORT_VALUE,
+    Call,
+    Control,
+    Envelope,
     PortAddr,
+    PortMsg,
+    as_record,
     copy_payload,
     encode,
 )
@@ -89,7 +94,7 @@ class _Countdown:
 class Inbox(Protocol):
     """What the mailbox needs from an actor living in this process."""
 
-    def enqueue(self, env: tuple[Any, ...]) -> None: ...
+    def enqueue(self, env: Call) -> None: ...
 
 
 ControlHandler = Callable[[str, tuple[Any, ...], "PortAddr | None"], None]
@@ -111,11 +116,11 @@ class Mailbox:
         self._port_peers: dict[int, tuple[str, ...]] = {}  # port -> peers that owe it replies
         self._waiting: dict[str, set[int]] = {}  # peer -> ports waiting on a reply from it
         # Posts from any thread: (address, envelope, called once written or failed, or None).
-        self._outq: deque[tuple[str, tuple[Any, ...], Written]] = deque()
+        self._outq: deque[tuple[str, Any, Written]] = deque()
         self._wake_pending = False  # a _flush is scheduled on the loop
         self._alias: dict[str, str] = {}  # pending routing key -> resolved address
         # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
-        self._held: dict[str, list[tuple[tuple[Any, ...], Written]]] = {}
+        self._held: dict[str, list[tuple[Envelope, Written]]] = {}
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
         # Peer -> ports (address, rank) -> once, that this process handed to it in call
         # arguments, oldest first: answered with the failure if the peer dies (`ports_handed`).
@@ -128,7 +133,7 @@ class Mailbox:
         self.loop_thread: threading.Thread | None = None  # set by the runtime that runs `loop`
         # Called (on the loop) with a CALL envelope without reply port that could not be
         # delivered, and why; the proc agent hands it to the sending actor.
-        self.on_undeliverable: Callable[[tuple[Any, ...], BaseException], None] | None = None
+        self.on_undeliverable: Callable[[Call, BaseException], None] | None = None
         self.control["ports_handed"] = self._ports_handed_here
 
     async def start(self, address: str | None = None) -> str:
@@ -143,7 +148,7 @@ class Mailbox:
         if waits_on:
             # Through the post queue, so it costs no wake-up of its own and is registered
             # before the calls that will be answered to this port are routed.
-            self.post(_WATCH, (port_id, waits_on))
+            self._enqueue(_WATCH, (port_id, waits_on), None)
         return (self.address, port_id)
 
     def _watch_port(self, port_id: int, peers: tuple[str, ...]) -> None:
@@ -171,7 +176,7 @@ class Mailbox:
         failed (`proc_failed`, not a stop), multi-use ports get the failure too, as a failed
         actor answers the ports it held. An answer that arrived first wins (a reply port takes
         one answer per rank); the newest `_HANDED_MAX` per peer are remembered."""
-        self.post(_HANDED, (ports, peers))
+        self._enqueue(_HANDED, (ports, peers), None)
 
     def _ports_handed_here(self, sender: str, args: tuple[Any, ...], reply: Any) -> None:
         """Another process handed ports of this one to `peers`: answer them if those die."""
@@ -189,7 +194,7 @@ class Mailbox:
             known = tuple(peer for peer in known if not peer.startswith(PENDING_PREFIX))
             if known:
                 for owner, owned in foreign.items():
-                    self.post(owner, (CONTROL, "ports_handed", (owned, known), None))
+                    self.post(owner, Control(CONTROL, "ports_handed", (owned, known), None))
         for peer in peers:
             peer = self._alias.get(peer, peer)
             if peer in self._dead:
@@ -211,7 +216,7 @@ class Mailbox:
                 entry = self._ports.get(port_id)
                 if entry is None or entry.closed:
                     continue  # already answered
-            self.post(addr, (PORT, port_id, error, rank, PORT_ERROR))
+            self.post(addr, PortMsg(PORT, port_id, error, rank, PORT_ERROR))
 
     def proc_failed(self, peer: str, err: BaseException) -> None:
         """The proc at `peer` failed (its watcher's report, not a stop): every port handed to
@@ -244,14 +249,20 @@ class Mailbox:
                 waiting.discard(port_id)
 
     # ---- sending ----------------------------------------------------------------------------
-    def post(self, addr: str, env: tuple[Any, ...], written: Written = None) -> None:
+    def post(self, addr: str, env: Envelope, written: Written = None) -> None:
         """Send `env` to the process at `addr` (any thread); order per calling thread is kept.
 
         `written()` is called (on the loop) once the envelope left this process or could not.
         """
+        if type(env) is tuple:  # a plain tuple from a caller not yet building records
+            env = as_record(env)
         if addr == self.address:
             env = _private_copy(env)
-        self._outq.append((addr, env, written))
+        self._enqueue(addr, env, written)
+
+    def _enqueue(self, addr: str, item: Any, written: Written) -> None:
+        """Queue an envelope, or a `_WATCH` / `_HANDED` record, for the loop (any thread)."""
+        self._outq.append((addr, item, written))
         if not self._wake_pending:
             self._wake_pending = True
             self.loop.call_soon_threadsafe(self._flush)
@@ -269,7 +280,7 @@ class Mailbox:
                 self._route(addr, env, written)
         self.transport.flush()
 
-    def _route(self, addr: str, env: tuple[Any, ...], written: Written = None) -> None:
+    def _route(self, addr: str, env: Envelope, written: Written = None) -> None:
         addr = self._alias.get(addr, addr)
         if addr.startswith(PENDING_PREFIX) and addr not in self._dead:
             self._held.setdefault(addr, []).append((env, written))
@@ -284,7 +295,7 @@ class Mailbox:
         if written is not None:
             written()
 
-    def post_all(self, posts: list[tuple[str, tuple[Any, ...]]], payload: Any) -> None:
+    def post_all(self, posts: list[tuple[str, Envelope]], payload: Any) -> None:
         """Post envelopes that share `payload`; when it has out-of-band buffers (which point at
         the sender's memory), return only once they were written, so the caller may change its
         arrays or tensors as soon as the call returns. On the loop thread, where waiting would
@@ -323,15 +334,14 @@ class Mailbox:
     def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
         for env in envs:
             try:
-                self._dispatch(peer, env)
+                self._dispatch(peer, as_record(env))  # the wire carries plain tuples
             except Exception:  # one bad envelope must not cost the rest of the connection
                 logger.exception("monarch: could not dispatch an envelope from %s", peer)
         self.transport.flush()
 
-    def _dispatch(self, peer: str, env: tuple[Any, ...]) -> None:
-        kind = env[0]
-        if kind == PORT:
-            _, port_id, payload, rank, status = env
+    def _dispatch(self, peer: str, env: Envelope) -> None:
+        if type(env) is PortMsg:
+            port_id = env.port_id
             entry = self._ports.get(port_id)
             if entry is None:
                 return  # a late reply to a port nobody reads any more
@@ -340,31 +350,34 @@ class Mailbox:
             waiting = self._waiting.get(peer)
             if waiting is not None:
                 waiting.discard(port_id)
-            entry.deliver(payload, rank, status)
+            entry.deliver(env.payload, env.rank, env.status)
             if entry.closed:
                 self._close_port(port_id)
-        elif kind == CALL:
-            actor = self.actors.get(env[1])
-            if actor is not None:  # a registered key has nothing waiting for it (`add_actor`)
-                actor.enqueue(env)
-            else:
-                self.when_actor(
-                    env[1], lambda actor: actor.enqueue(env),
-                    lambda: self._reject(
-                        env, f"actor {env[1]} does not exist on this proc ({self.address})."),
-                )
-        elif kind == CONTROL:
-            _, op, args, reply = env
+        elif type(env) is Call:
+            self._deliver_call(env)
+        elif type(env) is Control:
+            op, reply = env.op, env.reply
             handler = self.control.get(op)
             if handler is None:
                 logger.error("monarch: unknown control operation %r from %s", op, peer)
                 return
             try:
-                handler(peer, args, reply)
+                handler(peer, env.args, reply)
             except Exception as exc:
                 logger.exception("monarch: control operation %r failed", op)
                 if reply is not None:
                     self.reply_error(reply, exc)
+
+    def _deliver_call(self, env: Call) -> None:
+        actor = self.actors.get(env.actor_key)
+        if actor is not None:  # a registered key has nothing waiting for it (`add_actor`)
+            actor.enqueue(env)
+        else:
+            self.when_actor(
+                env.actor_key, lambda actor: actor.enqueue(env),
+                lambda: self._reject(
+                    env, f"actor {env.actor_key} does not exist on this proc ({self.address})."),
+            )
 
     def when_actor(self, key: str, found: Callable[[Inbox], None],
                    missing: Callable[[], None]) -> None:
@@ -394,25 +407,24 @@ class Mailbox:
         for _found, missing in self._unborn.pop(key, (None, []))[1]:
             missing()
 
-    def _reject(self, env: tuple[Any, ...], report: str) -> None:
-        reply = env[4]
-        if reply is not None:
-            self.reply_error(reply, SupervisionError(report), rank=env[5][0])
+    def _reject(self, env: Call, report: str) -> None:
+        if env.reply is not None:
+            self.reply_error(env.reply, SupervisionError(report), rank=env.rank)
 
     # ---- replies ----------------------------------------------------------------------------
     def reply(self, port: PortAddr, value: Any, rank: int | None = None) -> None:
         payload = encode(value)
-        self.post_all([(port[0], (PORT, port[1], payload, rank, 0))], payload)
+        self.post_all([(port[0], PortMsg(PORT, port[1], payload, rank, PORT_VALUE))], payload)
 
     def reply_error(self, port: PortAddr, exc: BaseException, rank: int | None = None) -> None:
-        self.post(port[0], (PORT, port[1], encode(exc), rank, PORT_ERROR))
+        self.post(port[0], PortMsg(PORT, port[1], encode(exc), rank, PORT_ERROR))
 
     # ---- failures ---------------------------------------------------------------------------
     def expect_exit(self, peer: str, err: BaseException) -> None:
         """`peer` was asked to exit: report `err`, not a transport failure, once it is gone."""
         self._expected_exit[peer] = err
 
-    def _on_lost(self, peer: str, lost: list[tuple[Any, ...]], err: BaseException) -> None:
+    def _on_lost(self, peer: str, lost: list[Envelope], err: BaseException) -> None:
         if peer in self._dead:
             for env in lost:
                 self._undeliverable(peer, env, self._dead[peer])
@@ -463,31 +475,27 @@ class Mailbox:
         for callback in self.on_peer_lost:
             callback(peer, err)
 
-    def _undeliverable(self, peer: str, env: tuple[Any, ...], err: BaseException) -> None:
-        if env[0] == CALL:
-            if env[4] is None:
+    def _undeliverable(self, peer: str, env: Envelope, err: BaseException) -> None:
+        if type(env) is Call:
+            if env.reply is None:
                 # No one waits for an answer: the message bounces back to its sender.
                 if self.on_undeliverable is not None:
                     self.on_undeliverable(env, err)
                 return
             self._reject(env, f"the proc at {peer} is unreachable: {err}")
-        elif env[0] == CONTROL and env[3] is not None:
-            port = env[3]
-            self.post(port[0], (PORT, port[1], encode(_as_supervision_error(err)), None, PORT_ERROR))
+        elif type(env) is Control and env.reply is not None:
+            self.reply_error(env.reply, _as_supervision_error(err))
 
     async def close(self) -> None:
         await self.transport.close()
 
 
-def _private_copy(env: tuple[Any, ...]) -> tuple[Any, ...]:
+def _private_copy(env: Envelope) -> Envelope:
     """Inside one process the receiver must still get its own copy of the arguments, taken
     when they are sent (the sender may change its buffers right after)."""
-    kind = env[0]
-    if kind == CALL:
-        return (*env[:3], copy_payload(env[3]), *env[4:])
-    if kind == PORT:
-        return (env[0], env[1], copy_payload(env[2]), *env[3:])
-    return env
+    if type(env) is Control:
+        return env
+    return env._replace(payload=copy_payload(env.payload))
 
 
 def _as_supervision_error(err: BaseException) -> SupervisionError:

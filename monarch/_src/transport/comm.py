@@ -62,7 +62,8 @@ logger = logging.getLogger(__name__)
 unix.register()  # peers may listen on unix:// addresses
 
 # Envelopes are opaque to the transport: any picklable tuple whose payloads keep their large
-# buffers as `pickle.PickleBuffer`s.
+# buffers as `pickle.PickleBuffer`s. A tuple subclass (the runtime's typed records) arrives as a
+# plain tuple: pickling a subclass costs a `__reduce_ex__` call per envelope.
 Envelope = Any
 BatchHandler = Callable[[str, list[Envelope]], None]
 LostHandler = Callable[[str, list[Envelope], BaseException], None]
@@ -85,9 +86,11 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
 
 
 def encode_batch(envelopes: Sequence[Envelope]) -> list[Any]:
-    """Frames of a batch: the pickled envelopes, then their out-of-band buffers."""
+    """Frames of a batch: the pickled envelopes (as plain tuples), then their out-of-band
+    buffers."""
     buffers: list[pickle.PickleBuffer] = []
-    main = pickle.dumps(list(envelopes), protocol=5, buffer_callback=buffers.append)
+    main = pickle.dumps([tuple(env) for env in envelopes], protocol=5,
+                        buffer_callback=buffers.append)
     return [main, *(b.raw() for b in buffers)]
 
 
