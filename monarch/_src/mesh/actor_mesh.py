@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
 from monarch._src.mesh.actor import endpoints_of
+from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
 from monarch._src.runtime.envelope import CONTROL
@@ -60,7 +61,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mesh._stopped: str | None = None  # reason, once this owned mesh was stopped
         mesh._endpoints = endpoints_of(actor_class)
         mesh._cache: dict[str, Any] = {}  # name -> Endpoint, built on first access
-        mesh._plan: Any = None  # (global ranks, labels, sizes) of a cast, built on first use
+        mesh._plan: CastPlan | None = None  # built on first use
         mesh._spawned_ranks = shape.ranks() if spawned_ranks is None else spawned_ranks
         mesh._local: dict[int, int] | None = None  # built from _spawned_ranks on first use
         return mesh
@@ -78,17 +79,21 @@ class ActorMesh(MeshTrait, Generic[T]):
         sliced._stopped = self._stopped
         return sliced  # type: ignore[return-value]
 
-    def _cast_plan(self) -> tuple[list[int], tuple[str, ...], tuple[int, ...]]:
-        """The targets of a cast: global proc ranks in order, and the cast extent."""
+    def _cast_plan(self) -> CastPlan:
+        """The targets of a cast (see `casting.CastPlan`), built on first use."""
         plan = self._plan
         if plan is None:
             shape = self._mesh_shape
-            plan = self._plan = (shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes))
-        return plan  # type: ignore[no-any-return]
+            plan = self._plan = CastPlan(
+                shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes),
+                self._proc_mesh._table.keys, self._key, self._name, self._class,
+                self._proc_mesh,
+            )
+        return plan
 
     def _spawned_local(self, ranks: Any) -> list[int]:
         """The spawned mesh's ranks (the tree's and the counters') of local ranks of this view."""
-        plan, local = self._cast_plan()[0], self._local_ranks()
+        plan, local = self._cast_plan().ranks, self._local_ranks()
         return [local[plan[r]] for r in ranks]
 
     def _local_ranks(self) -> dict[int, int]:
@@ -117,11 +122,11 @@ class ActorMesh(MeshTrait, Generic[T]):
         if status is not None and status[1]:
             failed = status[1]
             local = self._local_ranks()
-            if any(local[rank] in failed for rank in self._cast_plan()[0]):
+            if any(local[rank] in failed for rank in self._cast_plan().ranks):
                 # As in Monarch: the report of the mesh's first failure, as the failed actor's
                 # callers saw it, whichever of its failed ranks this call targets.
                 raise SupervisionError(list(failed.values())[0], f"{self._name}.{endpoint}")
-        self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan()[0])
+        self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan().ranks)
 
     def _actor_report(self, report: str) -> str:
         """A proc's failure (`report`) as the failure of this mesh's actor on that proc, in
@@ -130,7 +135,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         display = table.actor_displays.get(self._key)
         if display is None or report.startswith("The actor "):
             return report
-        for rank in self._cast_plan()[0]:
+        for rank in self._cast_plan().ranks:
             if table.failed.get(rank) == report:
                 prefix, labels, sizes = display
                 point = Point(self._local_ranks()[rank], extent_of(labels, sizes))
@@ -254,7 +259,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         local = self._local_ranks()
         table = self._proc_mesh._table
         out: list[tuple[str, str, int | None]] = []
-        for g in self._cast_plan()[0]:
+        for g in self._cast_plan().ranks:
             pid = table.pids[g]
             report = failed.get(local[g])
             if stopped or self._stopped is not None:

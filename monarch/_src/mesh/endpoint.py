@@ -15,11 +15,10 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, TypeVar
 
 from monarch._src.mesh.actor import EndpointProperty
-from monarch._src.mesh import hooks, traffic
-from monarch._src.mesh.context import current_instance
+from monarch._src.mesh import casting, hooks, traffic
 from monarch._src.mesh.port import handing_ports
 from monarch._src.mesh.value_mesh import ValueMesh
-from monarch._src.runtime.envelope import CALL, encode
+from monarch._src.runtime.envelope import encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
@@ -34,11 +33,6 @@ __all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# Installed by the tensor engine when it loads (`monarch._src.tensor.actor_calls`): encodes
-# `(endpoint, args, kwargs)`; a payload that is not a plain tuple holds distributed tensors and
-# posts itself (`payload.post(endpoint, reply, ranks)`).
-encode_hook: Callable[[Any, tuple[Any, ...], dict[str, Any]], Any] | None = None
 
 # The reply ports pickled into the arguments `_encode_args` encoded last on this thread, for the
 # `_post` that follows it.
@@ -103,7 +97,7 @@ class Endpoint(Generic[P, R]):
         # torchmonarch.
         _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
         try:
-            hook = encode_hook
+            hook = hooks.call_encoder.get()
             with handing_ports() as handed:
                 payload = encode((args, kwargs)) if hook is None else hook(self, args, kwargs)
         except BaseException as exc:
@@ -117,44 +111,26 @@ class Endpoint(Generic[P, R]):
     def _label(self) -> str:
         return f"{self._mesh._name}.{self._name}"
 
+    def _propagate(self) -> Any:
+        """The function that shapes `rref` results: as_endpoint's `propagate`, else the
+        @endpoint's (None when neither gave one)."""
+        if self._propagator is not None:
+            return self._propagator
+        prop = getattr(self._mesh._class, self._name, None)
+        return prop._propagator if isinstance(prop, EndpointProperty) else None
+
     def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
         """Post one CALL per target: all ranks, or the given local ranks."""
         if type(payload) is not tuple:  # distributed tensors among the arguments
             payload.post(self, reply, ranks)
             return
-        mesh = self._mesh
-        try:
-            mesh._check_usable(self._name)
-        except SupervisionError as err:
-            if reply is None:
-                raise
-            # As in Monarch, a call to a failed or stopped actor returns a future that raises.
-            get_runtime().mailbox.fail_port(reply, err)
-            return
-        global_ranks, labels, sizes = mesh._cast_plan()
-        procs = mesh._proc_keys()
-        key = mesh._key
-        name = self._name
-        sender = None if reply is not None else current_instance().actor_key
-        targets = range(len(global_ranks)) if ranks is None else ranks
-        mailbox = get_runtime().mailbox
         handed = getattr(_handed, "ports", None)
         if handed is not None and handed[0] == id(payload):
-            # Reply ports in the arguments: if a target's proc dies before answering them, this
-            # process answers them with the failure (registered before the calls are routed).
             _handed.ports = None
-            mailbox.ports_handed(handed[1], tuple({procs[global_ranks[i]] for i in targets}))
-        mailbox.post_all(
-            [
-                (
-                    procs[global_ranks[local]],
-                    (CALL, key, name, payload, reply, (local, labels, sizes), sender),
-                )
-                for local in targets
-            ],
-            payload,
-        )
-        traffic.count_sent(key, mesh._spawned_local(targets))
+            handed = handed[1]
+        else:
+            handed = None
+        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed)
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -201,8 +177,7 @@ class Endpoint(Generic[P, R]):
             return Future._create(refused, None, self._supervision)
         entry = OncePort()
         mesh = self._mesh
-        proc = mesh._proc_keys()[mesh._cast_plan()[0][rank]]
-        reply = get_runtime().mailbox.open_port(entry, (proc,))
+        reply = get_runtime().mailbox.open_port(entry, (casting.plan(mesh).proc_of(rank),))
         self._post(payload, reply, [rank])
         spawned = mesh._spawned_local([rank])[0]
 
@@ -221,10 +196,7 @@ class Endpoint(Generic[P, R]):
         mesh = self._mesh
         n = len(mesh)
         entry = GatherPort(n)
-        procs = mesh._proc_keys()
-        reply = get_runtime().mailbox.open_port(
-            entry, tuple({procs[r] for r in mesh._cast_plan()[0]})
-        )
+        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
         shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
 
@@ -246,10 +218,7 @@ class Endpoint(Generic[P, R]):
                          for _ in range(len(self._mesh))])
         mesh = self._mesh
         entry = StreamPort(len(mesh))
-        procs = mesh._proc_keys()
-        reply = get_runtime().mailbox.open_port(
-            entry, tuple({procs[r] for r in mesh._cast_plan()[0]})
-        )
+        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
         futures = [Future._create(cf, self._decode_one, self._supervision) for cf in entry.cfs]
         return iter(futures)

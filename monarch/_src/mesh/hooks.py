@@ -113,3 +113,13 @@ proc_setup: Slot[tuple[str, ...]] = _slot(
     "What a new proc runs at start-up to install its proc-side agents.",
     "No proc set-up is installed",
 )
+
+#: `call_encoder(endpoint, args, kwargs) -> payload`: encodes an endpoint call's arguments in
+#: place of the plain `encode((args, kwargs))`; a payload that is not a plain tuple holds
+#: distributed tensors and posts itself (`payload.post(endpoint, reply, ranks)`). Installed by
+#: the tensor engine when it loads (`monarch._src.tensor.actor_calls`).
+call_encoder: Slot[Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = _slot(
+    "call_encoder",
+    "The tensor engine's encoder of endpoint arguments that hold distributed tensors.",
+    "No endpoint argument encoder is installed",
+)

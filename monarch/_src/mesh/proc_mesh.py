@@ -33,7 +33,16 @@ from monarch._src.supervision.errors import SupervisionError, failure_report
 if TYPE_CHECKING:
     from monarch._src.mesh.host_mesh import HostMesh
 
-__all__ = ["ProcMesh", "ProcTable", "fetch_proc_mesh", "report_proc_failure", "this_proc"]
+__all__ = [
+    "ProcMesh",
+    "ProcTable",
+    "fetch_proc_mesh",
+    "mesh_id",
+    "proc_table",
+    "report_proc_failure",
+    "root_of",
+    "this_proc",
+]
 
 T = TypeVar("T")
 
@@ -417,6 +426,22 @@ def _rebuild_proc_mesh(
 ) -> ProcMesh:
     return ProcMesh._create(table, shape, host=None, name=name, owned=False, mesh_id=mesh_id,
                             owner_addr=owner_addr)
+
+
+def proc_table(proc_mesh: ProcMesh) -> ProcTable:
+    """The process table of `proc_mesh` (shared by the mesh, its slices and, in the owner's
+    process, its unpickled copies): the identity of "the same procs"."""
+    return proc_mesh._table
+
+
+def mesh_id(proc_mesh: ProcMesh) -> str:
+    """The id of `proc_mesh`, shared by its slices and references."""
+    return proc_mesh._id
+
+
+def root_of(proc_mesh: ProcMesh) -> ProcMesh:
+    """The owned mesh `proc_mesh` is a view of, when this process owns it; else `proc_mesh`."""
+    return _registry.get(proc_mesh._id, proc_mesh)
 
 
 _this_proc: ProcMesh | None = None

@@ -20,10 +20,9 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
-from monarch._src.mesh import endpoint as endpoint_module
-from monarch._src.mesh.actor import EndpointProperty
-from monarch._src.runtime.envelope import CALL, encode
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.mesh import casting, hooks
+from monarch._src.mesh.proc_mesh import proc_table
+from monarch._src.runtime.envelope import encode
 from monarch._src.tensor.commands import ActorCall, CallActor, OpMeta
 from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.mesh import active_mesh_or_none
@@ -82,24 +81,25 @@ class TensorArgs:
     def post(self, ep: Any, reply: Any, ranks: list[int] | None) -> None:
         """Issue the call's `ActorCall` and post it to the targeted actors, each replying to
         its proc's worker (which forwards the reply to `reply`)."""
-        actors = ep._mesh
-        actors._check_usable(ep._name)
+        call = casting.target(ep)
+        actors = call.mesh
+        casting.check(actors, call.method)
         engine = self.sends.engine
-        global_ranks = actors._cast_plan()[0]
+        global_ranks = casting.plan(actors).ranks
         targets = range(len(global_ranks)) if ranks is None else ranks
         cast = {engine.rank_of[global_ranks[local]]: local for local in targets}
+        label = call.label
         for t in self.sends.tensors:
             held = t._mesh.engine_ranks
             if held is not None and not set(cast) <= set(held):
                 missing = sorted(set(cast) - set(held))
                 raise ValueError(
-                    f"A distributed tensor passed to {ep._label()} lives on {t._mesh!r}, but "
+                    f"A distributed tensor passed to {label} lives on {t._mesh!r}, but "
                     f"the call also reaches actors on procs (engine ranks {missing}) where it "
                     "has no value; call a slice of the actor mesh that matches the tensor's "
                     "mesh, or move the tensor with to_mesh() first."
                 )
         ports = engine.rref_ports()
-        label = ep._label()
         token = self.sends.token
         shards = tuple(t._id for t in self.sends.tensors)
         stream = self.sends.tensors[0]._stream
@@ -108,8 +108,8 @@ class TensorArgs:
         engine.submit(lambda seq: ActorCall(seq, ranks_, stream.name, label, token, shards,
                                             reply, cast, (), meta), depth=4)
         engine.flush()
-        for rank, local in cast.items():
-            ep._post(self.payload, ports[rank][1], [local])
+        casting.post_call(actors, call.method, self.payload, None, list(cast.values()),
+                          reply_for=lambda g: ports[engine.rank_of[g]][1])
 
 
 def encode_endpoint_args(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -124,32 +124,31 @@ def encode_endpoint_args(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any])
     if not sends.tensors:
         return payload
     engine = sends.engine
-    procs = ep._mesh._proc_mesh
-    if procs._table is not engine.proc_mesh._table:
+    call = casting.target(ep)
+    procs = casting.plan(call.mesh).proc_mesh
+    if proc_table(procs) is not proc_table(engine.proc_mesh):
         raise ValueError(
             "monarch Tensors sent to an actor must be located on the same process as the "
             f"actor. However {sends.tensors[0]._mesh!r} is not the mesh of {procs!r}, where "
-            f"{ep._label()} runs; spawn the actors on the tensors' proc mesh or move the "
+            f"{call.label} runs; spawn the actors on the tensors' proc mesh or move the "
             "tensors with to_mesh() first."
         )
     return TensorArgs(payload, sends)
 
 
-endpoint_module.encode_hook = encode_endpoint_args
+hooks.call_encoder.install(encode_endpoint_args)
 
 
 def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Implementation of `Endpoint.rref` (see the module docstring)."""
     mesh = active_mesh_or_none()
-    label = ep._label()
+    call = casting.target(ep)
+    label = call.label
     if mesh is None:
         raise ValueError(
             f"{label}.rref needs an active mesh: call it inside proc_mesh.activate()."
         )
-    prop = getattr(ep._mesh._class, ep._name, None)
-    propagate = ep._propagator  # as_endpoint(propagate=...), else the @endpoint's
-    if propagate is None and isinstance(prop, EndpointProperty):
-        propagate = prop._propagator
+    propagate = call.propagate  # as_endpoint(propagate=...), else the @endpoint's
     if not callable(propagate):
         raise ValueError(  # noqa: TRY004 - a missing declaration, not a wrong argument type
             f"{label}.rref needs the result's shape: declare the endpoint with "
@@ -163,10 +162,11 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
         fake_result = propagate(*fargs, **fkwargs)
     mesh = found
     engine = mesh._engine
-    actors = ep._mesh
-    global_ranks, labels, sizes = actors._cast_plan()
+    actors = call.mesh
+    cast = casting.plan(actors)
+    global_ranks = cast.ranks
     ports = engine.rref_ports()
-    encoded = ep._encode_args(args, kwargs)
+    encoded = casting.encode_args(ep, args, kwargs)
     token, shards, payload = 0, (), encoded
     if isinstance(encoded, TensorArgs):
         if encoded.sends.engine is not engine:
@@ -181,19 +181,10 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     results, outputs, out_meta = output_handles(out_flat, mesh, stream)
     worker_ranks = tuple(engine.rank_of[g] for g in global_ranks)
     meta = OpMeta(label, tuple(tensor_meta(t._fake) for t in tensors), tuple(out_meta))
-    engine.submit(lambda seq: CallActor(seq, worker_ranks, stream.name, actors._name, ep._name,
-                                        None, None, tuple(inputs), tuple(outputs), meta,
-                                        token, shards))
+    engine.submit(lambda seq: CallActor(seq, worker_ranks, stream.name, cast.mesh_name,
+                                        call.method, None, None, tuple(inputs), tuple(outputs),
+                                        meta, token, shards))
     engine.flush()
-    actors._check_usable(ep._name)
-    procs = actors._proc_keys()
-    key = actors._key
-    get_runtime().mailbox.post_all(
-        [
-            (procs[g], (CALL, key, ep._name, payload, ports[engine.rank_of[g]][0],
-                        (local, labels, sizes), None))
-            for local, g in enumerate(global_ranks)
-        ],
-        payload,
-    )
+    casting.post_call(actors, call.method, payload, None,
+                      reply_for=lambda g: ports[engine.rank_of[g]][0])
     return pytree.tree_unflatten(results, out_spec)

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
 from monarch._src.config.duration import parse_duration_seconds
+from monarch._src.mesh import casting
+from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
@@ -76,17 +78,15 @@ def _place_deletes(commands: list[Any], released: list[tuple[int, int]]) -> list
 
 def engine_for(proc_mesh: ProcMesh) -> Engine:
     """The engine of `proc_mesh`'s root mesh, created (workers spawned) on first use."""
-    from monarch._src.mesh import proc_mesh as pm_module
-
-    key = proc_mesh._id
+    key = mesh_id(proc_mesh)
     with _engines_lock:
-        for stale in [k for k, e in _engines.items() if e.proc_mesh._table.stopped is not None]:
+        stopped = [k for k, e in _engines.items() if proc_table(e.proc_mesh).stopped is not None]
+        for stale in stopped:
             _engines[stale].closed = True
             del _engines[stale]
         engine = _engines.get(key)
         if engine is None or engine.closed:
-            root = pm_module._registry.get(key, proc_mesh)
-            engine = _engines[key] = Engine(root)
+            engine = _engines[key] = Engine(root_of(proc_mesh))
     return engine
 
 
@@ -161,8 +161,8 @@ class Engine:
 
     def submit(self, make: Callable[[int], Any], depth: int = 2) -> int:
         """Append the command `make(seq)` to the stream; returns its sequence number."""
-        if self.closed or self.proc_mesh._table.stopped is not None:
-            if self.proc_mesh._table.stopped is not None:
+        if self.closed or proc_table(self.proc_mesh).stopped is not None:
+            if proc_table(self.proc_mesh).stopped is not None:
                 raise RuntimeError(
                     f"The procs of {self.proc_mesh!r} were stopped; their distributed tensors "
                     "are gone. Spawn new procs to compute again."
@@ -215,7 +215,7 @@ class Engine:
             self._buffer = _place_deletes(self._buffer, released)
         if not self._buffer or self.closed:
             return
-        if self.proc_mesh._table.stopped is not None:
+        if proc_table(self.proc_mesh).stopped is not None:
             # The procs are gone: nothing can run any more (later submits raise).
             self._buffer.clear()
             self.closed = True
@@ -253,9 +253,10 @@ class Engine:
         here = _stack(sys._getframe(1))
         endpoint = getattr(self.workers, method)
         entry = OncePort()
-        proc = self.workers._proc_keys()[self.global_ranks[rank]]
-        reply = get_runtime().mailbox.open_port(entry, (proc,))
-        endpoint._post(endpoint._encode_args(args, {}), reply, [rank])
+        cast = casting.plan(self.workers)
+        reply = get_runtime().mailbox.open_port(entry, (cast.procs[self.global_ranks[rank]],))
+        payload = casting.encode_args(endpoint, args, {})
+        casting.post_call(self.workers, method, payload, reply, [rank])
 
         def decode(raw: Any) -> Any:
             ok, value = local_decode(raw)
@@ -297,8 +298,8 @@ class Engine:
             wait(self.workers.exit.call(), self.timeout)
         finally:
             with _engines_lock:
-                if _engines.get(self.proc_mesh._id) is self:
-                    del _engines[self.proc_mesh._id]
+                if _engines.get(mesh_id(self.proc_mesh)) is self:
+                    del _engines[mesh_id(self.proc_mesh)]
 
 
 def _stack(frame: Any, limit: int = 40) -> tuple[tuple[Any, int], ...]:

@@ -1,0 +1,153 @@
+"""The casting seam: how a call to an actor mesh becomes one CALL envelope per target rank.
+
+`Endpoint`'s adverbs use it, and so do features that send endpoint calls of their own (the
+tensor engine sends calls whose replies go to its workers, and `rref` calls). They use only
+what is here, never the mesh's or the endpoint's private state:
+
+* `plan(mesh)`: a `CastPlan`, what a cast needs to know about an actor mesh (the targets'
+  global proc ranks and routing keys, the actors' key, the cast extent, the class and the proc
+  mesh). Built once per mesh object and cached.
+* `target(endpoint)`: an `EndpointTarget`, the mesh, the method name, the label used in error
+  messages and the endpoint's `propagate` function.
+* `encode_args(endpoint, args, kwargs)`: check the arguments against the endpoint's signature
+  and pickle them once (what every adverb does first; a feature's encoder, installed in the
+  `call_encoder` slot, may return a payload that posts itself).
+* `check(mesh, method)`: raise the `SupervisionError` a call to a stopped or failed mesh gets.
+* `post_call(mesh, method, payload, reply, targets, reply_for=...)`: refuse or post the CALLs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
+
+from monarch._src.mesh import traffic
+from monarch._src.mesh.context import current_instance
+from monarch._src.runtime.envelope import CALL
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.supervision.errors import SupervisionError
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.actor_mesh import ActorMesh
+    from monarch._src.mesh.endpoint import Endpoint
+    from monarch._src.mesh.proc_mesh import ProcMesh
+
+__all__ = [
+    "CastPlan",
+    "EndpointTarget",
+    "check",
+    "encode_args",
+    "plan",
+    "post_call",
+    "target",
+]
+
+
+class CastPlan(NamedTuple):
+    """What a cast to an actor mesh (or a slice of one) needs.
+
+    `ranks[i]` is the global proc rank (a rank of the proc table) of the view's rank `i`;
+    `procs` is the proc table's live list of routing keys by global rank (a `pending:` key
+    until the proc is up, then its address), so `procs[ranks[i]]` is where rank `i` lives.
+    """
+
+    ranks: list[int]  # global proc rank of each rank of the view, in order
+    labels: tuple[str, ...]  # the cast extent (each CALL carries it with its rank)
+    sizes: tuple[int, ...]
+    procs: list[str]  # routing key per global proc rank (live: resolved in place)
+    actor_key: str  # the actors' key in every proc's mailbox
+    mesh_name: str  # the spawn name
+    actor_class: type  # the actors' class
+    proc_mesh: ProcMesh  # the (root) proc mesh the actors live on
+
+    def proc_of(self, rank: int) -> str:
+        """The routing key of the proc that holds rank `rank` of the view."""
+        return self.procs[self.ranks[rank]]
+
+    def procs_of(self, ranks: Iterable[int] | None = None) -> tuple[str, ...]:
+        """The distinct routing keys of the procs of the given ranks (default: all)."""
+        targets = self.ranks if ranks is None else [self.ranks[r] for r in ranks]
+        return tuple({self.procs[g] for g in targets})
+
+
+class EndpointTarget(NamedTuple):
+    """An endpoint, as a feature that sends its calls itself sees it."""
+
+    mesh: ActorMesh[Any]
+    method: str  # the endpoint's name on the actor class
+    label: str  # "<mesh name>.<method>", as error messages name it
+    propagate: Any  # `propagate=` of as_endpoint, else of the @endpoint; None if none
+
+
+def plan(mesh: ActorMesh[Any]) -> CastPlan:
+    """The cast plan of `mesh` (cached on the mesh object)."""
+    return mesh._cast_plan()
+
+
+def target(endpoint: Endpoint[..., Any]) -> EndpointTarget:
+    """The mesh, method, label and `propagate` of `endpoint`."""
+    return EndpointTarget(endpoint._mesh, endpoint._name, endpoint._label(),
+                          endpoint._propagate())
+
+
+def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> Any:
+    """Check `args`/`kwargs` against the endpoint's signature (inspect's `TypeError`) and encode
+    them once: a plain payload, or what the installed `call_encoder` made of them."""
+    return endpoint._encode_args(args, kwargs)
+
+
+def check(mesh: ActorMesh[Any], method: str) -> None:
+    """Raise the `SupervisionError` a call to `method` gets when `mesh` (or a proc it targets)
+    was stopped or failed, as far as this process knows."""
+    mesh._check_usable(method)
+
+
+def post_call(
+    mesh: ActorMesh[Any],
+    method: str,
+    payload: Any,
+    reply: Any,
+    targets: Sequence[int] | None = None,
+    *,
+    reply_for: Callable[[int], Any] | None = None,
+    handed: Any = None,
+) -> None:
+    """Post one CALL of `method` with the encoded `payload` to each target rank of `mesh` (the
+    view's ranks `targets`, default all).
+
+    Every CALL replies to `reply` (a port address, or None for no reply), or, with `reply_for`,
+    to `reply_for(global proc rank)`. A call to a stopped or failed mesh is refused: with a
+    single `reply` port, as in Monarch, the port gets the error (the caller's future raises);
+    otherwise the `SupervisionError` is raised here. `handed`: the reply ports pickled in the
+    payload, recorded with the target procs before the calls are routed.
+    """
+    try:
+        mesh._check_usable(method)
+    except SupervisionError as err:
+        if reply is None or reply_for is not None:
+            raise
+        get_runtime().mailbox.fail_port(reply, err)
+        return
+    cast = plan(mesh)
+    ranks, procs, key = cast.ranks, cast.procs, cast.actor_key
+    extent = cast.labels, cast.sizes
+    local_ranks: Sequence[int] = range(len(ranks)) if targets is None else targets
+    mailbox = get_runtime().mailbox
+    if handed:
+        # Reply ports in the arguments: if a target's proc dies before answering them, this
+        # process answers them with the failure (registered before the calls are routed).
+        mailbox.ports_handed(handed, cast.procs_of(local_ranks))
+    if reply_for is None:
+        sender = None if reply is not None else current_instance().actor_key
+        posts = [
+            (procs[ranks[local]], (CALL, key, method, payload, reply, (local, *extent), sender))
+            for local in local_ranks
+        ]
+    else:
+        posts = [
+            (procs[ranks[local]],
+             (CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+            for local in local_ranks
+        ]
+    mailbox.post_all(posts, payload)  # type: ignore[arg-type]
+    traffic.count_sent(key, mesh._spawned_local(local_ranks))
