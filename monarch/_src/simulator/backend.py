@@ -105,8 +105,11 @@ class SimEngine(Engine):
         self.on_exit: list[Callable[[], None]] = []
         # The real constructor, over a stand-in proc mesh, with the simulation as its workers:
         # every controller-side field of the engine stays the tensor engine's own.
-        super().__init__(  # type: ignore[arg-type]
-            _SimProcMesh("simulator", shape, session), workers=_SimWorkers(session))
+        # (`_SimProcMesh` has what the engine reads of a ProcMesh, without being one.)
+        super().__init__(
+            _SimProcMesh("simulator", shape, session),  # type: ignore[arg-type]
+            workers=_SimWorkers(session),
+        )
         _live.add(self)
 
     def call_worker(self, rank: int, method: str, args: tuple[Any, ...],

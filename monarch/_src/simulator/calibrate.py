@@ -20,7 +20,11 @@ import json
 import statistics
 import sys
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcMesh
+    from monarch._src.simulator.profiles import DeviceProfile
 
 __all__ = [
     "actor_round_trip", "device_rates", "engine_profile", "measure_concurrently",
@@ -106,21 +110,19 @@ def actor_round_trip(rounds: int = 30) -> float:
 
 
 def _child(rank: int, world: int, port: int) -> None:
-    """One calibration process: join the group, benchmark in step with the others, report."""
-    import datetime
+    """One calibration process: join the group, benchmark in step with the others, report.
 
+    The group is the tensor engine's own (`GroupCache`: loopback gloo over the parent's store).
+    """
     import os
 
     import torch
-    import torch.distributed as dist
+
+    from monarch._src.tensor.groups import GroupCache
 
     torch.set_num_threads(threads_per_worker(world, os.cpu_count() or 1))
-    store = dist.TCPStore("127.0.0.1", port, is_master=False,
-                          timeout=datetime.timedelta(seconds=60), use_libuv=True)
-    opts = dist.ProcessGroupGloo._Options()
-    opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
-    opts._timeout = datetime.timedelta(seconds=60)
-    pg = dist.ProcessGroupGloo(dist.PrefixStore("calibrate/", store), rank, world, opts)
+    groups = GroupCache("calibrate", rank, ("127.0.0.1", port), timeout=60.0)
+    pg = groups.get(tuple(range(world)), torch.device("cpu"))
     small = torch.ones(1)
     pg.allreduce([small]).wait()  # everyone is up: start together
     rates = device_rates()
@@ -139,10 +141,10 @@ def measure_concurrently(workers: int, timeout: float = 120.0) -> list[dict[str,
     import os
     import subprocess
 
-    import torch.distributed as dist
+    from torch._C._distributed_c10d import TCPStore
 
-    store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                          timeout=datetime.timedelta(seconds=timeout), use_libuv=True)
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                     timeout=datetime.timedelta(seconds=timeout), use_libuv=True)
     env = dict(os.environ, MONARCH_PRESTART="0")
     procs = [
         subprocess.Popen(
@@ -173,7 +175,7 @@ if __name__ == "__main__":
     _child(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]))
 
 
-def engine_profile(procs: Any, repeat: int = 7) -> Any:
+def engine_profile(procs: ProcMesh, repeat: int = 7) -> DeviceProfile:
     """A CPU `DeviceProfile` measured through a REAL tensor engine on `procs` (a proc mesh of
     CPU workers): fetch round trips (message latency), tiny operators (the engine's overhead
     per command), small and large matmuls, a large elementwise operator (bandwidth) and
@@ -188,6 +190,7 @@ def engine_profile(procs: Any, repeat: int = 7) -> Any:
     import torch
 
     from monarch._src.simulator.profiles import cpu_profile
+    from monarch._src.tensor.collectives import reduce
     from monarch._src.tensor.fetch import fetch_shard
 
     with procs.activate():
@@ -197,8 +200,8 @@ def engine_profile(procs: Any, repeat: int = 7) -> Any:
         big_buf = torch.ones(2**18)
         dim = _first_dim(procs)
         # Warm up everything first (the first collective creates the process group).
-        fetch_shard([probe + 1, a @ w, w @ w, vec * 2, probe.reduce(dim),
-                     big_buf.reduce(dim)]).result(timeout=60)
+        fetch_shard([probe + 1, a @ w, w @ w, vec * 2, reduce(probe, dim),
+                     reduce(big_buf, dim)]).result(timeout=60)
 
         def once(make: Callable[[], Any]) -> float:
             t0 = time.perf_counter()
@@ -229,8 +232,8 @@ def engine_profile(procs: Any, repeat: int = 7) -> Any:
         # Against a one-command batch, which wakes every worker as the collective's batch
         # does: the difference is the collective, including the workers' skew in arriving.
         touch = lambda: probe + 1  # noqa: E731
-        small_red = extra(lambda: probe.reduce(dim), 2 * repeat + 1, touch)
-        big_red = max(extra(lambda: big_buf.reduce(dim)[:1], 2 * repeat + 1, touch) - per_cmd,
+        small_red = extra(lambda: reduce(probe, dim), 2 * repeat + 1, touch)
+        big_red = max(extra(lambda: reduce(big_buf, dim)[:1], 2 * repeat + 1, touch) - per_cmd,
                       1e-7)
     base = cpu_profile()
     n = procs.extent.nelements
@@ -258,7 +261,7 @@ def engine_profile(procs: Any, repeat: int = 7) -> Any:
     )
 
 
-def _first_dim(procs: Any) -> str:
+def _first_dim(procs: ProcMesh) -> str:
     labels = list(procs.extent.labels)
     if not labels:
         raise ValueError("engine_profile() needs a proc mesh with at least one dimension.")

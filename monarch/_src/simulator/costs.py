@@ -13,9 +13,12 @@ import dataclasses
 import functools
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.tensor.commands import OpMeta, TensorMeta
+
+if TYPE_CHECKING:
+    from monarch._src.simulator.profiles import DeviceProfile
 
 __all__ = [
     "OpCost", "alias_map", "dtype_size", "is_view", "nbytes", "op_cost", "op_time",
@@ -72,7 +75,7 @@ def _schema_aliases(name: str) -> tuple[tuple[int | None, bool], ...] | None:
         if info is not None:
             for s in info.before_set:
                 sets.setdefault(s, i)
-    out = []
+    out: list[tuple[int | None, bool]] = []
     for ret in schema.returns:
         info = ret.alias_info
         if info is None:
@@ -172,7 +175,7 @@ def op_cost(meta: OpMeta, args: Any = (), kwargs: Any = None, shapes: Any = None
     return OpCost(float(elements), float(in_bytes + out_bytes), False)
 
 
-def op_time(cost: OpCost, dtype: str, profile: Any) -> float:
+def op_time(cost: OpCost, dtype: str, profile: DeviceProfile) -> float:
     """Device seconds of an operator with `cost` under `profile` (roofline plus fixed cost)."""
     share = profile.share
     rate = profile.matmul_rate(dtype, cost.flops) if cost.matmul else (

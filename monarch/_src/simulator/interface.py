@@ -71,6 +71,16 @@ def set_meta(value: Any) -> Iterator[None]:
         pop_tag()
 
 
+def _show_html(html: str) -> None:
+    """Show `html` inline when IPython is there (its display functions are unannotated)."""
+    try:
+        from IPython.display import HTML, display
+
+        display(HTML(html))  # type: ignore[no-untyped-call]
+    except ImportError:
+        pass
+
+
 class SimulationResult:
     """The outcome of a simulation: times, peaks, iterations, trace and memory timeline."""
 
@@ -152,12 +162,7 @@ class SimulationResult:
     def display(self) -> Any:
         """Show the timeline in a notebook (inline HTML/SVG; works offline)."""
         html = self._repr_html_()
-        try:
-            from IPython.display import HTML, display
-
-            display(HTML(html))
-        except ImportError:
-            pass
+        _show_html(html)
         return html
 
 

@@ -258,8 +258,11 @@ class SimulationModel:
         if kind is CallOp:
             cost = op_cost(meta, cmd.args, cmd.kwargs, _Shapes(w.meta_of))
             dtype = meta.outputs[0].dtype if meta.outputs else "float32"
-            on_host = self.host_profile is not None and _all_cpu(meta)
-            duration = op_time(cost, dtype, self.host_profile if on_host else p)
+            host = self.host_profile
+            if host is not None and not _all_cpu(meta):
+                host = None
+            on_host = host is not None
+            duration = op_time(cost, dtype, host if host is not None else p)
             return (cost, duration, cmd.op, "cpu" if on_host else "compute",
                     alias_map(cmd.op, len(cmd.outputs)))
         if kind is CallRemote:

@@ -45,7 +45,9 @@ def _ranks_label(ranks: list[int]) -> str:
     return f"workers {','.join(map(str, ranks))} ({len(ranks)} identical)"
 
 
-def chrome_trace(session: Session, mode: str = "everything", grouped: bool = False) -> dict:
+def chrome_trace(
+    session: Session, mode: str = "everything", grouped: bool = False
+) -> dict[str, Any]:
     """The trace as a JSON-ready dict. `mode`: "controller_trace_only", "stream_only" (worker
     streams and memory) or "everything"."""
     session.drain()

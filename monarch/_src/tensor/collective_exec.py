@@ -53,7 +53,7 @@ def run_reduce(state: WorkerState, cmd: Reduce) -> Any:
         flag = torch.tensor([0 if bad is None else state.rank + 1], dtype=torch.int64,
                             device=device)
         opts = dist.AllreduceOptions()
-        opts.reduceOp = dist.ReduceOp.MAX
+        opts.reduceOp = dist.ReduceOp(dist.ReduceOp.MAX)
         pg.allreduce([flag], opts).wait()
         failed = int(flag.item()) - 1
         if failed >= 0 and bad is None:

@@ -12,6 +12,7 @@ values; they raise a `ValueError` pointing at `inspect`/`fetch_shard`.
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -48,7 +49,8 @@ def faking() -> Iterator[None]:
         yield
 
 
-class _MeshMode(TorchDispatchMode):
+# torch's TorchDispatchMode leaves __init_subclass__ and __init__ unannotated.
+class _MeshMode(TorchDispatchMode):  # type: ignore[no-untyped-call]
     """Routes every aten op to `dispatch` while a mesh is active."""
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -65,7 +67,7 @@ def mesh_mode() -> Iterator[None]:
     if any(isinstance(m, _MeshMode) for m in _get_current_dispatch_mode_stack()):
         yield
         return
-    with _MeshMode():
+    with _MeshMode():  # type: ignore[no-untyped-call]  # see the class
         yield
 
 
@@ -184,10 +186,11 @@ def dispatch(func: Any, args: Any, kwargs: Any) -> Any:
             if tensors:
                 # torchmonarch's type and text (the op's name), with what to do as a note
                 exc = torch._subclasses.fake_tensor.DataDependentOutputException(func)
-                exc.add_note(
-                    f"{func} needs the tensor's values, which live on the workers; fetch them "
-                    "first with monarch.inspect(t) or monarch.fetch_shard(t)."
-                )
+                if sys.version_info >= (3, 11):  # notes came with 3.11
+                    exc.add_note(
+                        f"{func} needs the tensor's values, which live on the workers; fetch "
+                        "them first with monarch.inspect(t) or monarch.fetch_shard(t)."
+                    )
                 raise exc from None
             # Only local tensors (say, a fetched value): reading them is a local operation.
             from torch.utils._python_dispatch import _disable_current_modes

@@ -98,7 +98,7 @@ def show(obj: Any, shard: dict[str, int] | None = None, **coords: int) -> Any:
     """Fetch a shard and render it with `torchshow` (installed separately)."""
     value = inspect(obj, shard, **coords)
     try:
-        import torchshow
+        import torchshow  # type: ignore[import-not-found, import-untyped, unused-ignore]  # optional
     except ImportError:
         raise ImportError(
             "monarch.show renders tensors with torchshow; install it (pip install torchshow) or "

@@ -27,10 +27,10 @@ class GroupCache:
 
     def _connect(self) -> Any:
         if self._store is None:
-            import torch.distributed as dist
+            from torch._C._distributed_c10d import TCPStore
 
             host, port = self._store_addr
-            self._store = dist.TCPStore(
+            self._store = TCPStore(
                 host, port, is_master=False, timeout=self._timeout, use_libuv=True
             )
         return self._store
@@ -46,15 +46,17 @@ class GroupCache:
 
     def _create(self, backend: str, members: tuple[int, ...]) -> Any:
         import torch.distributed as dist
+        from torch._C._distributed_c10d import PrefixStore
 
         prefix = f"{self._engine_id}/{backend}/{','.join(map(str, members))}/"
-        store = dist.PrefixStore(prefix, self._connect())
+        store = PrefixStore(prefix, self._connect())
         index = members.index(self._rank)
         if backend == "gloo":
-            opts = dist.ProcessGroupGloo._Options()
-            opts._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
-            opts._timeout = self._timeout
-            return dist.ProcessGroupGloo(store, index, len(members), opts)
+            # torch's stub lacks ProcessGroupGloo._Options, the options its __init__ takes
+            gloo = dist.ProcessGroupGloo._Options()  # type: ignore[attr-defined]
+            gloo._devices = [dist.ProcessGroupGloo.create_device(hostname="127.0.0.1")]
+            gloo._timeout = self._timeout
+            return dist.ProcessGroupGloo(store, index, len(members), gloo)
         opts = dist.ProcessGroupNCCL.Options()
         opts._timeout = self._timeout
         return dist.ProcessGroupNCCL(store, index, len(members), opts)

@@ -56,7 +56,7 @@ class PickledFunction:
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> PickledFunction:
-        import cloudpickle
+        import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
         from monarch._src.tensor import tensor as tensor_module
 

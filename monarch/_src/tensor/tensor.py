@@ -62,10 +62,14 @@ class Tensor(torch.Tensor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    # torch's stubs type these hooks as the plain builtins torch.Tensor assigns, not as the
+    # classmethod protocol torch calls them by, so the torch idiom needs two ignores.
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]
+        cls, func: Any, types: Any, args: Any = (), kwargs: Any = None
+    ) -> Any:
         from monarch._src.tensor.dispatch import dispatch
 
         return dispatch(func, args, kwargs or {})

@@ -144,7 +144,7 @@ def resolve_function(fn: Any) -> Callable[..., Any]:
         if isinstance(data, bytes):  # a PickledFunction: unpickle once per distinct function
             found = _pickled.get(data)
             if found is None:
-                import cloudpickle
+                import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 
                 found = _pickled[data] = cloudpickle.loads(data)
             return found
@@ -426,11 +426,13 @@ class WorkerState:
             error = _LateRemoteException(self.engine_id, poisoned)
         elif status == PORT_ERROR:
             try:
-                exc = decode(payload)
+                failure = decode(payload)
             except Exception as bad:  # noqa: BLE001 - forwarded as the error it is
-                exc = bad
-            if isinstance(exc, (ActorError, TimeoutError)):
-                error = _LateRemoteException(self.engine_id, WorkerError(cmd.seq, self.rank, str(exc)))
+                failure = bad
+            if isinstance(failure, (ActorError, TimeoutError)):
+                error = _LateRemoteException(
+                    self.engine_id, WorkerError(cmd.seq, self.rank, str(failure))
+                )
         if error is not None:
             status, payload = PORT_ERROR, encode(error)
         rank = cmd.cast_ranks[self.rank]
