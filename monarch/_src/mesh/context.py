@@ -22,6 +22,7 @@ __all__ = [
     "Instance",
     "context",
     "current_actor_name",
+    "current_hosted",
     "current_rank",
     "current_size",
 ]
@@ -169,6 +170,13 @@ def _root_instance() -> Instance:
 def current_instance() -> Instance:
     inst: Instance | None = getattr(_tls, "instance", None)
     return inst if inst is not None else _root_instance()
+
+
+def current_hosted() -> Any:
+    """The hosted actor (`mesh.hosted.HostedActor`) running on the calling thread; None outside
+    actor threads (the client, any thread of a proc that runs no actor)."""
+    inst: Instance | None = getattr(_tls, "instance", None)
+    return None if inst is None else inst._host
 
 
 def set_thread_instance(instance: Instance) -> None:

@@ -496,6 +496,12 @@ class HostedActor:
         self._fail(failure_report(self._display, f"actor explicitly aborted due to: {reason}"),
                    None)
 
+    @property
+    def display(self) -> str:
+        """How failure reports and debug tools name this actor, Monarch's
+        "<creator>.<module.Class name{rank}>"."""
+        return self._display
+
     def request_stop(self, reason: str, reply: Any = None) -> None:
         """Stop after the messages already queued (`__cleanup__` runs); `reply` is answered."""
         self.thread.enqueue((_STOP, reason, reply))
