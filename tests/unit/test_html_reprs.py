@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from monarch._src.mesh.html import mesh_html
+from monarch._src.mesh.rank_state import Health, RankState
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.shape import Extent, Shape, Slice
 
@@ -22,7 +23,8 @@ def test_value_mesh_repr_html_is_a_grid_of_escaped_values() -> None:
 def test_mesh_html_colours_ranks_by_state_and_counts_them() -> None:
     html = mesh_html(
         "ActorMesh", "workers", Extent(["gpus"], [3]),
-        [("running", "", 11), ("failed", "Killed(sig=9)", 12), ("running", "", None)],
+        [RankState(Health.RUNNING, "", 11, 0), RankState(Health.FAILED, "Killed(sig=9)", 12, 1),
+         RankState(Health.RUNNING, "", None, 2)],
     )
     assert "(1 failed, 2 running)" in html
     assert "#f4c7c3" in html and "Killed(sig=9)" in html
@@ -30,5 +32,5 @@ def test_mesh_html_colours_ranks_by_state_and_counts_them() -> None:
 
 
 def test_mesh_html_too_many_ranks_is_summarised() -> None:
-    html = mesh_html("ProcMesh", "big", Extent(["r"], [5000]), [("running", "", None)] * 5000)
+    html = mesh_html("ProcMesh", "big", Extent(["r"], [5000]), [RankState(Health.RUNNING, "", None, 0)] * 5000)
     assert "5000 ranks (too many to draw)" in html

@@ -21,6 +21,7 @@ from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape
 from monarch._src.mesh.ownership import tree
+from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.supervision.errors import SupervisionError, failure_report
 
 if TYPE_CHECKING:
@@ -249,36 +250,24 @@ class ActorMesh(MeshTrait, Generic[T]):
             "inner=<class 'monarch._rust_bindings.monarch_hyperactor.actor_mesh.PythonActorMesh'>)"
         )
 
-    def _rank_states(self) -> list[tuple[str, str, int | None]]:
-        """(state, detail, proc pid) per rank of this view, for the notebook displays.
-
-        A rank whose proc died counts as failed even before the ownership tree heard of it,
-        with the proc's exit report: the tree learns of it a moment later."""
-        status = tree.status(self._key)
-        stopped, failed = status if status is not None else (False, {})
+    def rank_states(self) -> list[RankState]:
+        """The state of each rank of this view (see `mesh.rank_state`): a rank whose proc died
+        counts as failed, with the proc's exit report, even before the tree heard of it."""
         local = self._local_ranks()
         table = self._proc_mesh._table
-        out: list[tuple[str, str, int | None]] = []
-        for g in self._cast_plan().ranks:
-            pid = table.pids[g]
-            report = failed.get(local[g])
-            if stopped or self._stopped is not None:
-                out.append(("stopped", self._stopped or "", pid))
-            elif report is not None:
-                out.append(("failed", report, pid))
-            elif g in table.failed:
-                out.append(("failed", table.failed[g], pid))
-            elif table.keys[g].startswith("pending:"):
-                out.append(("starting", "", pid))
-            else:
-                out.append(("running", "", pid))
-        return out
+        return [actor_rank_state(table, self._key, local[g], g, self._stopped)
+                for g in self._cast_plan().ranks]
+
+    def _rank_states(self) -> list[tuple[str, str, int | None]]:
+        """`rank_states()` as (state, detail, pid), for the notebook widgets until they read
+        `rank_states()`."""
+        return [(r.state.value, r.detail, r.pid) for r in self.rank_states()]
 
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import mesh_html
 
         kind = f"ActorMesh of {self._class.__qualname__}"
-        return mesh_html(kind, self._name, self.extent, self._rank_states())
+        return mesh_html(kind, self._name, self.extent, self.rank_states())
 
 
 def _rebuild_actor_mesh(

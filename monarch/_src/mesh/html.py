@@ -8,13 +8,16 @@ actor and proc meshes are coloured by state: running, failed (hover for the repo
 from __future__ import annotations
 
 import html
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from monarch._src.shape import Extent
 
+if TYPE_CHECKING:
+    from monarch._src.mesh.rank_state import RankState
+
 __all__ = ["STATE_COLORS", "mesh_html", "value_mesh_html"]
 
-# Background colour of a rank by state (the live widgets use the same palette).
+# Background colour of a rank by state (`Health.value`; the live widgets use the same palette).
 STATE_COLORS = {
     "starting": "#fff3c4",
     "running": "#cfe8cf",
@@ -54,17 +57,15 @@ def _grid(extent: Extent, cell: Callable[[int], tuple[str, str, str]]) -> str:
     return "".join(out)
 
 
-def mesh_html(
-    kind: str, name: str, extent: Extent, states: Sequence[tuple[str, str, int | None]]
-) -> str:
-    """A mesh header and its ranks; `states[rank] = (state, detail, pid or None)`."""
+def mesh_html(kind: str, name: str, extent: Extent, states: Sequence[RankState]) -> str:
+    """A mesh header and its ranks, coloured by `states[rank]`."""
     counts: dict[str, int] = {}
-    for state, _, _ in states:
-        counts[state] = counts.get(state, 0) + 1
+    for rank_state in states:
+        counts[rank_state.state.value] = counts.get(rank_state.state.value, 0) + 1
     summary = ", ".join(f"{n} {state}" for state, n in sorted(counts.items()))
 
     def cell(rank: int) -> tuple[str, str, str]:
-        state, detail, pid = states[rank]
+        state, detail, pid = states[rank].state.value, states[rank].detail, states[rank].pid
         where = f" (pid {pid})" if pid is not None else ""
         title = f"rank {rank}{where}: {state} {detail}".strip()
         return str(rank), STATE_COLORS.get(state, "#ffffff"), title

@@ -23,6 +23,7 @@ from monarch._src.mesh.context import CreatorInfo, current_instance
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
 from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import owner_key, tree
+from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
@@ -378,26 +379,20 @@ class ProcMesh(MeshTrait):
         # Monarch's default object repr, under its module path (no name or extent in it).
         return f"<monarch._src.actor.proc_mesh.ProcMesh object at {id(self):#x}>"
 
-    def _rank_states(self) -> list[tuple[str, str, int | None]]:
-        """(state, detail, pid) per rank of this view, for the notebook displays."""
+    def rank_states(self) -> list[RankState]:
+        """The state of each rank of this view (see `mesh.rank_state`)."""
         table = self._table
-        out: list[tuple[str, str, int | None]] = []
-        for g in self._mesh_shape.ranks():
-            pid = table.pids[g]
-            if table.stopped is not None:
-                out.append(("stopped", table.stopped, pid))
-            elif g in table.failed:
-                out.append(("failed", table.failed[g], pid))
-            elif table.keys[g].startswith("pending:"):
-                out.append(("starting", "", pid))
-            else:
-                out.append(("running", "", pid))
-        return out
+        return [proc_rank_state(table, g) for g in self._mesh_shape.ranks()]
+
+    def _rank_states(self) -> list[tuple[str, str, int | None]]:
+        """`rank_states()` as (state, detail, pid), for the notebook widgets until they read
+        `rank_states()`."""
+        return [(r.state.value, r.detail, r.pid) for r in self.rank_states()]
 
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import mesh_html
 
-        return mesh_html("ProcMesh", self._name, self.extent, self._rank_states())
+        return mesh_html("ProcMesh", self._name, self.extent, self.rank_states())
 
     # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
     def _device_mesh(self) -> Any:

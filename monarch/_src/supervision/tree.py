@@ -28,6 +28,10 @@ ROOT = "<root>"  # the owner key of meshes the root client spawned
 
 
 class Health(enum.Enum):
+    """The state of one rank, in display order. When several hold, the later wins: a stopped
+    mesh is stopped even where ranks failed first (stopping is what the owner did)."""
+
+    STARTING = "starting"  # its proc has not reported ready yet (the tree itself never says it)
     RUNNING = "running"
     FAILED = "failed"
     STOPPED = "stopped"
