@@ -13,6 +13,9 @@ hosts. The `monarch` command line drives the same objects.
 by default: `.monarch/job_state.pkl`.
 """
 
+# The controller's facade first: jobs start monarch, which needs its wiring (hook slots) and
+# the fork server that importing monarch.actor starts.
+import monarch.actor  # noqa: F401
 from monarch._src.hosts.remote import hosts_from_config
 from monarch._src.job.current import load_current_job, set_current_job
 from monarch._src.job.dask_job import DaskJob

@@ -5,6 +5,7 @@ LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, ...); `SPMDActor.main` runs a 
 `__main__` on every proc.
 """
 
+import monarch.actor  # noqa: F401  (the controller's facade and its wiring, as monarch.job)
 from monarch._src.spmd.actor import (
     SPMDActor,
     setup_torch_elastic_env,

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from monarch._src.spmd.actor import torch_elastic_env
+from monarch._src.job.torchrun import torch_elastic_env
 from monarch.actor import Actor, MeshFailure, endpoint, this_host
 from monarch.spmd import SPMDActor, setup_torch_elastic_env
 

@@ -15,6 +15,6 @@ __all__ = ["attach_job_workers"]
 
 def attach_job_workers(workers: Sequence[str], name: str) -> Any:
     """A host mesh over `workers` (dimension `hosts`) named after the job's mesh."""
-    from monarch.actor import attach_to_workers
+    from monarch._src.hosts.remote import attach_to_workers
 
     return attach_to_workers(ca="trust_all_connections", workers=list(workers), name=name)

@@ -129,7 +129,7 @@ class DaskJob(JobTrait):
 
     def _all_hosts(self) -> Any:
         if self._live_hosts is None:
-            from monarch.actor import hosts_from_dask
+            from monarch._src.hosts.remote import hosts_from_dask
 
             target = self._live_cluster if self._live_cluster is not None else self._address
             self._live_hosts = hosts_from_dask(target, name=self._name)

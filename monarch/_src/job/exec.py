@@ -27,7 +27,12 @@ from typing import Any, TextIO
 
 from monarch._src.hosts.addresses import free_port
 from monarch._src.job.blocking import wait_for
-from monarch.actor import Actor, Channel, Future, HostMesh, Port, current_rank, endpoint
+from monarch._src.job.torchrun import torch_elastic_env
+from monarch._src.mesh.actor import Actor, endpoint
+from monarch._src.mesh.context import current_rank
+from monarch._src.mesh.host_mesh import HostMesh
+from monarch._src.mesh.port import Channel, Port
+from monarch._src.runtime.future import Future
 
 __all__ = ["BashActor", "exec_command", "rank_env", "shell"]
 
@@ -100,8 +105,6 @@ class BashActor(Actor):
         child_env = dict(os.environ)
         child_env.update(rank_env(point))
         if master is not None:
-            from monarch._src.spmd.actor import torch_elastic_env
-
             child_env.update(torch_elastic_env(point.rank, list(point.extent.sizes), master[2]))
             child_env["MASTER_ADDR"], child_env["MASTER_PORT"] = master[0], str(master[1])
         child_env.update(env or {})

@@ -54,7 +54,7 @@ class LocalJob(JobTrait):
             self._live_proc = child(pid)
 
     def _state(self) -> JobState:
-        from monarch.actor import this_host
+        from monarch._src.hosts.local import this_host
 
         host = this_host()
         return JobState({name: host for name in self._names})

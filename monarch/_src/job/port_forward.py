@@ -20,7 +20,11 @@ import asyncio
 import uuid
 from typing import Any, Callable
 
-from monarch.actor import Actor, Channel, Point, ProcMesh, current_rank, endpoint
+from monarch._src.mesh.actor import Actor, endpoint
+from monarch._src.mesh.context import current_rank
+from monarch._src.mesh.port import Channel
+from monarch._src.mesh.proc_mesh import ProcMesh
+from monarch._src.shape import Point
 
 __all__ = ["PortForwarder"]
 

@@ -324,12 +324,11 @@ def _in_batch_client() -> bool:
 
 def _use_tcp() -> None:
     """Make this client listen on a routable TCP address, unless monarch already started."""
+    from monarch._src.config import configure, parse_transport
     from monarch._src.runtime.runtime import runtime_if_started
 
-    if runtime_if_started() is None:
-        from monarch.actor import enable_transport
-
-        enable_transport("tcp")
+    if runtime_if_started() is None:  # what monarch.actor.enable_transport("tcp") does then
+        configure(default_transport=parse_transport("tcp"))
 
 
 def _wait_port(host: str, port: int, deadline: float, job: SlurmJob) -> None:

@@ -14,7 +14,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 1:
         sys.stderr.write("usage: python -m monarch._src.job.worker_main tcp://HOST:PORT\n")
         return 2
-    from monarch.actor import run_worker_loop_forever
+    from monarch._src.hosts.remote import run_worker_loop_forever
 
     run_worker_loop_forever(ca="trust_all_connections", address=argv[0])
     return 0

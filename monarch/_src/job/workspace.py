@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monarch._src.job.blocking import wait_for
-from monarch.actor import Actor, HostMesh, endpoint
+from monarch._src.mesh.actor import Actor, endpoint
+from monarch._src.mesh.host_mesh import HostMesh
 
 __all__ = ["HOST_WORKSPACE_DIR", "SyncReport", "WorkspaceReceiver", "default_dest", "on_host",
            "scan", "sync_workspace"]

@@ -10,7 +10,6 @@ into the usual supervision event for that rank.
 
 from __future__ import annotations
 
-import math
 import os
 import runpy
 import socket
@@ -18,39 +17,19 @@ import sys
 from typing import Any
 
 from monarch._src.hosts.addresses import free_port
-from monarch.actor import Actor, ProcMesh, current_rank, endpoint
+from monarch._src.job.torchrun import torch_elastic_env
+from monarch._src.mesh.actor import Actor, endpoint
+from monarch._src.mesh.context import current_rank
+from monarch._src.mesh.proc_mesh import ProcMesh
 
 __all__ = [
     "SPMDActor",
     "setup_torch_elastic_env",
     "setup_torch_elastic_env_async",
-    "torch_elastic_env",
 ]
 
 # Name under which the actor is conventionally spawned.
 SPMD_ACTOR_NAME = "_SPMDActor"
-
-
-def torch_elastic_env(rank: int, sizes: list[int],
-                      local_world: int | None = None) -> dict[str, str]:
-    """The torchrun variables for flat `rank` of a mesh with dimension `sizes` (row-major).
-
-    The procs of one "node" are `local_world` consecutive ranks: by default the last
-    dimension (as torchmonarch's SPMDActor counts)."""
-    world = math.prod(sizes) if sizes else 1
-    if local_world is None:
-        local_world = sizes[-1] if sizes else 1
-    return {
-        "RANK": str(rank),
-        "LOCAL_RANK": str(rank % local_world),
-        "LOCAL_WORLD_SIZE": str(local_world),
-        "WORLD_SIZE": str(world),
-        "GROUP_RANK": str(rank // local_world),
-        "GROUP_WORLD_SIZE": str(math.ceil(world / local_world)),
-        "ROLE_RANK": str(rank),
-        "ROLE_WORLD_SIZE": str(world),
-        "ROLE_NAME": "rank",
-    }
 
 
 class SPMDActor(Actor):

@@ -18,7 +18,7 @@ def running_job(args: argparse.Namespace) -> Any:
     import os
 
     from monarch._src.job.current import job_path
-    from monarch._src.job.job import job_load
+    from monarch.job import job_load  # the facade: the wiring is in before the job attaches
 
     path = job_path(args.context)
     if not os.path.exists(path):
