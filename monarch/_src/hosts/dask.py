@@ -103,15 +103,21 @@ def _client_for(target: Any) -> tuple[Client, bool]:
     if isinstance(target, Client):
         return target, False
     if isinstance(target, str):
-        return Client(target, set_as_default=False, timeout=timeout), True
+        return _new_client(target, timeout), True
     address = getattr(target, "scheduler_address", None)
     if isinstance(address, str):
-        return Client(address, set_as_default=False, timeout=timeout), True
+        return _new_client(address, timeout), True
     raise TypeError(
         "hosts_from_dask takes a distributed.Client, a scheduler address such as "
         "'tcp://10.0.0.1:8786', or a cluster manager with a scheduler_address (LocalCluster, "
         f"SLURMCluster, KubeCluster, ...); got {type(target).__name__}."
     )
+
+
+def _new_client(address: str, timeout: float) -> Client:
+    client: Client = Client(  # type: ignore[no-untyped-call]  # distributed is untyped here
+        address, set_as_default=False, timeout=timeout)
+    return client
 
 
 def _host_key(host: str) -> tuple[int, Any]:
@@ -148,7 +154,7 @@ def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:
         addresses = client.run(_start_host, workers=picked)
     except BaseException as exc:
         if own:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]  # distributed is untyped here
         if isinstance(exc, (TypeError, ValueError, RuntimeError)):
             raise
         raise RuntimeError(
@@ -170,17 +176,18 @@ def hosts_from_dask(target: Any, *, name: str | None = None) -> HostMesh:
         return handler
 
     for worker in picked:
-        client.subscribe_topic(worker, on_event(worker, addresses[worker]))
+        client.subscribe_topic(  # type: ignore[no-untyped-call]  # distributed: untyped
+            worker, on_event(worker, addresses[worker]))
         topics.append(worker)
 
     def cleanup() -> None:
         for topic in topics:
             try:
-                client.unsubscribe_topic(topic)
+                client.unsubscribe_topic(topic)  # type: ignore[no-untyped-call]  # untyped
             except Exception:  # the scheduler may be gone already
                 pass
         if own:
-            client.close()
+            client.close()  # type: ignore[no-untyped-call]  # distributed is untyped here
 
     mesh = _attach([addresses[w] for w in picked], name, on_shutdown=cleanup)
     holder["agent"] = mesh.agent
@@ -193,7 +200,7 @@ def run_dask_worker(scheduler: str, *, host: str | None = None, nthreads: int = 
 
     async def main() -> None:
         async with Worker(scheduler, host=host, nthreads=nthreads,
-                          plugins={MonarchHostPlugin()}) as worker:
+                          plugins=(MonarchHostPlugin(),)) as worker:
             await worker.finished()
 
     asyncio.run(main())

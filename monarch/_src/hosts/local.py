@@ -28,7 +28,7 @@ from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_agent import PlacedTable
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
-from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.mesh.logs import LogSink, TailBuffer
 from monarch._src.runtime.ports import CountPort, OncePort, _Entry
@@ -352,7 +352,7 @@ class LocalHostAgent:
             entry = CountPort(len(keys))
             port = mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                mailbox.post(key, (CONTROL, "flush_logs", (), port))
+                mailbox.post(key, Control(CONTROL, "flush_logs", (), port))
             waits.append(settled(entry.cf))
         if waits:
             await asyncio.wait(waits, timeout=duration_seconds("process_exit_timeout"))
@@ -364,7 +364,7 @@ class LocalHostAgent:
             entry = CountPort(len(keys))
             port = self.rt.mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                self.rt.mailbox.post(key, (CONTROL, "log_level", (level,), port))
+                self.rt.mailbox.post(key, Control(CONTROL, "log_level", (level,), port))
             await asyncio.wrap_future(entry.cf)
 
         return self.rt.submit(send())
@@ -405,7 +405,7 @@ class LocalHostAgent:
                     if asked is None:
                         self._unanswered[key] = now
                     port = mailbox.open_port(_Heartbeat(self._unanswered, key))
-                    mailbox.post(key, (CONTROL, "ping", (), port))
+                    mailbox.post(key, Control(CONTROL, "ping", (), port))
 
     # ---- queries ----------------------------------------------------------------------------
     def connected(self) -> concurrent.futures.Future[None]:
@@ -470,7 +470,7 @@ class LocalHostAgent:
                 mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
                 entry = OncePort()
                 port = mailbox.open_port(entry, (key,))
-                mailbox.post(key, (CONTROL, "stop_proc", (reason,), port))
+                mailbox.post(key, Control(CONTROL, "stop_proc", (reason,), port))
                 await asyncio.wait([settled(entry.cf)], timeout=limits.answer)
             pid = table.pids[rank]
             with self._lock:

@@ -23,7 +23,7 @@ from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture, capture_paths
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.mesh.hosted import HostedActor
-from monarch._src.runtime.envelope import CONTROL, decode, encode
+from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import CountPort
 from monarch._src.runtime.runtime import install_proc_runtime
@@ -87,7 +87,7 @@ def run_proc(spec: dict[str, Any]) -> int:
         except BaseException as exc:  # reported to the controller, which fails the proc mesh
             error = f"bootstrap of proc {spec['proc_id']} failed: {type(exc).__name__}: {exc}"
             failure = _setup_failure(exc)
-    mailbox.post(controller, (CONTROL, "proc_ready", (
+    mailbox.post(controller, Control(CONTROL, "proc_ready", (
         spec["proc_id"], addr, os.getpid(), error, failure), None))
     loop.run_until_complete(done)
     for hook in reversed(rt.shutdown_hooks):  # e.g. procs this proc's actors started
@@ -179,7 +179,7 @@ def _capture_output(spec: dict[str, Any], mailbox: Mailbox, controller: str) -> 
         control = "log" if forwarding else "log_tail"
 
         def send(fd: int, text: str) -> None:
-            mailbox.post(controller, (CONTROL, control, (proc_id, fd, text), None))
+            mailbox.post(controller, Control(CONTROL, control, (proc_id, fd, text), None))
 
     return LogCapture(send, passthrough=not forwarding, files=files, prefix=prefix)
 

@@ -177,12 +177,19 @@ def _from_config_file(name: str) -> str | None:
     path = os.environ.get("MONARCH_CONFIG_FILE")
     if not path or not os.path.exists(path):
         return None
-    import tomllib
-
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    data = _load_toml(path)
     value = data.get("hosts", {}).get(name)
     return str(value) if value else None
+
+
+def _load_toml(path: str) -> dict[str, Any]:
+    """The TOML document at `path` (Python 3.11+: tomllib)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    raise RuntimeError(f"reading the [hosts] table of {path} needs Python 3.11+ (tomllib)")
 
 
 class BootstrapCommand:

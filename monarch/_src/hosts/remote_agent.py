@@ -41,7 +41,7 @@ from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_agent import PlacedTable
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
-from monarch._src.runtime.envelope import CONTROL, encode
+from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.ports import CountPort, OncePort, _Entry, decode_reply
 from monarch._src.runtime.runtime import Runtime
@@ -126,7 +126,7 @@ class RemoteHostAgent:
             await _probe(h, port)
             entry = OncePort()
             port_addr = self.rt.mailbox.open_port(entry, (host.addr,))
-            self.rt.mailbox.post(host.addr, (
+            self.rt.mailbox.post(host.addr, Control(
                 CONTROL, "host_attach", (self.rt.address, root_address(self.rt), h), port_addr))
             timeout = duration_seconds("mesh_attach_config_timeout")
             try:
@@ -187,7 +187,7 @@ class RemoteHostAgent:
             if host.unanswered is None:
                 host.unanswered = now
             port = self.rt.mailbox.open_port(_HostPong(host))
-            self.rt.mailbox.post(host.addr, (CONTROL, "ping", (), port))
+            self.rt.mailbox.post(host.addr, Control(CONTROL, "ping", (), port))
 
     def host_lost(self, host: _Host, reason: str) -> None:
         """Every rank on `host` fails: one supervision event per rank (runtime loop)."""
@@ -267,7 +267,7 @@ class RemoteHostAgent:
         if table.stopped is not None:
             return
         assert host.addr is not None
-        self.rt.mailbox.post(host.addr, (
+        self.rt.mailbox.post(host.addr, Control(
             CONTROL, "host_spawn", (self.rt.address, table_id, ids, spec), None))
 
     def _never_started(self, table: ProcTable, rank: int, report: str) -> None:
@@ -314,7 +314,7 @@ class RemoteHostAgent:
             entry = CountPort(len(keys))
             port = self.rt.mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                self.rt.mailbox.post(key, (CONTROL, "log_level", (level,), port))
+                self.rt.mailbox.post(key, Control(CONTROL, "log_level", (level,), port))
             await asyncio.wait_for(asyncio.wrap_future(entry.cf),
                                    duration_seconds("process_exit_timeout"))
 
@@ -330,7 +330,7 @@ class RemoteHostAgent:
                 continue
             entry = OncePort()
             port = self.rt.mailbox.open_port(entry, (host.addr,))
-            self.rt.mailbox.post(host.addr, (CONTROL, op, args, port))
+            self.rt.mailbox.post(host.addr, Control(CONTROL, op, args, port))
             waits.append(settled(entry.cf))
         if waits:
             await asyncio.wait(waits, timeout=3 * duration_seconds("process_exit_timeout"))

@@ -31,7 +31,7 @@ import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new ru
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.local import LocalHostAgent
 from monarch._src.mesh.proc_mesh import ProcTable
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.ports import _Entry
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
@@ -106,7 +106,7 @@ class HostServer:
         """Send control `op` about `proc_id` to the client that owns that proc, if alive."""
         client = self._owner.get(proc_id)
         if client is not None and not self.rt.mailbox.is_dead(client):
-            self.rt.mailbox.post(client, (CONTROL, op, args, None))
+            self.rt.mailbox.post(client, Control(CONTROL, op, args, None))
 
     def proc_id_of(self, table: ProcTable, rank: int) -> str | None:
         """The client's id of the proc at `rank` of a table forked here."""
@@ -140,7 +140,7 @@ class HostServer:
         client, table_id, proc_ids, spec = args
         if client != self.client:
             for proc_id in proc_ids:
-                self.rt.mailbox.post(client, (CONTROL, "remote_proc_ready", (
+                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", (
                     proc_id, "", 0, f"host {self.address} is serving another client"), None))
             return
         spec = dict(spec)
@@ -189,7 +189,7 @@ class HostServer:
         if self._unanswered is None:
             self._unanswered = self.rt.loop.time()
         port = self.rt.mailbox.open_port(_Pong(self, client), (client,))
-        self.rt.mailbox.post(client, (CONTROL, "ping", (), port))
+        self.rt.mailbox.post(client, Control(CONTROL, "ping", (), port))
 
     async def _watch_client(self) -> None:
         while self.client is not None:

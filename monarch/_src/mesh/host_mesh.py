@@ -15,7 +15,7 @@ from typing import Any, Callable
 from monarch._src.mesh import hooks
 from monarch._src.mesh.host_agent import HostAgent
 from monarch._src.mesh.ownership import owner_key, tree
-from monarch._src.mesh.proc_mesh import ProcMesh
+from monarch._src.mesh.proc_mesh import ProcMesh, mesh_id
 from monarch._src.runtime.future import Future
 from monarch._src.shape import MeshTrait, Shape, Slice
 
@@ -118,8 +118,8 @@ class HostMesh(MeshTrait):
         table.owner_key = owner.actor_key
         pm = ProcMesh._create(table, shape, host=self, name=table.name, owned=True)
         owner.owned_meshes.append(pm)
-        table.mesh_key = pm._id
-        tree.add(pm._id, table.name, owner_key(owner.actor_key), len(shape), actors=False)
+        table.mesh_key = mesh_id(pm)
+        tree.add(table.mesh_key, table.name, owner_key(owner.actor_key), len(shape), actors=False)
         return pm
 
     def with_python_executable(self, python_executable: str) -> HostMesh:
