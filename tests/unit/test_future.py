@@ -1,6 +1,6 @@
 """Unit tests for `Future`: blocking reads, caching, lazy decoding and the asyncio bridges.
 
-Futures are built on a bare `concurrent.futures.Future` through `Future._create`, the way the
+Futures are built on a bare `concurrent.futures.Future` through `Future.from_concurrent`, the way the
 runtime builds them, and completed by the test itself (from another thread where a reader must be
 blocked first). Nothing here starts a runtime.
 """
@@ -28,7 +28,7 @@ def _pending(
     decode: Callable[[Any], Any] | None = None,
 ) -> tuple[Future[Any], concurrent.futures.Future[Any]]:
     cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    return Future._create(cf, decode), cf
+    return Future.from_concurrent(cf, decode), cf
 
 
 class _CountingDecode:
@@ -63,7 +63,7 @@ def test_future_direct_construction_with_arguments_raises_type_error() -> None:
 
 
 def test_future_get_done_value_returns_it() -> None:
-    fut = Future._from_value(42)
+    fut = Future.from_value(42)
     assert fut.done()
     assert fut.get() == 42
     assert fut.result() == 42
@@ -72,7 +72,7 @@ def test_future_get_done_value_returns_it() -> None:
 
 def test_future_get_failed_raises_the_exception() -> None:
     err = KeyError("boom")
-    fut = Future._from_exception(err)
+    fut = Future.from_exception(err)
     with pytest.raises(KeyError) as info:
         fut.get()
     assert info.value is err
@@ -82,13 +82,13 @@ def test_future_get_failed_raises_the_exception() -> None:
 
 def test_future_exception_failed_returns_it_without_raising() -> None:
     err = ValueError("bad")
-    fut = Future._from_exception(err)
+    fut = Future.from_exception(err)
     assert fut.exception() is err
     assert fut.exception(timeout=0) is err
 
 
 def test_future_get_repeated_failure_reraises_same_object() -> None:
-    fut = Future._from_exception(RuntimeError("once"))
+    fut = Future.from_exception(RuntimeError("once"))
     seen = []
     for _ in range(3):
         with pytest.raises(RuntimeError) as info:
@@ -100,7 +100,7 @@ def test_future_get_repeated_failure_reraises_same_object() -> None:
 
 def test_future_get_repeated_value_returns_same_object() -> None:
     value = {"a": [1, 2]}
-    fut = Future._from_value(value)
+    fut = Future.from_value(value)
     assert fut.get() is value
     assert fut.get() is value
 
@@ -130,7 +130,7 @@ def test_future_exception_timeout_on_pending_returns_timeout_error() -> None:
 def test_future_exception_remote_timeout_error_returns_it() -> None:
     # A TimeoutError that *is* the outcome must be returned, not mistaken for a local timeout.
     err = TimeoutError("the remote side timed out")
-    fut = Future._from_exception(err)
+    fut = Future.from_exception(err)
     assert fut.exception(timeout=0) is err
 
 
@@ -147,7 +147,7 @@ def test_future_get_blocked_thread_completed_later_returns_value() -> None:
 @pytest.mark.parametrize("timeout", [-1, -0.5, float("nan"), float("inf"), float("-inf")])
 def test_future_get_invalid_timeout_raises_value_error(timeout: Any) -> None:
     decode = _CountingDecode()
-    fut = Future._create(Future._from_value(1)._cf, decode)
+    fut = Future.from_concurrent(Future.from_value(1)._cf, decode)
     with pytest.raises(
         ValueError, match=r"^invalid timeout .*: expected a non-negative, finite number of seconds$"
     ):
@@ -159,13 +159,13 @@ def test_future_get_invalid_timeout_raises_value_error(timeout: Any) -> None:
 
 
 def test_future_get_non_number_timeout_raises_type_error() -> None:
-    fut = Future._create(Future._from_value(1)._cf, _CountingDecode())
+    fut = Future.from_concurrent(Future.from_value(1)._cf, _CountingDecode())
     with pytest.raises(TypeError, match="must be real number, not str"):
         fut.get("x")  # type: ignore[arg-type]
 
 
 def test_future_get_bool_timeout_counts_as_seconds() -> None:
-    assert Future._from_value(5).get(True) == 5  # bool is an int, as on torchmonarch
+    assert Future.from_value(5).get(True) == 5  # bool is an int, as on torchmonarch
 
 
 @pytest.mark.parametrize(
@@ -179,7 +179,7 @@ def test_future_get_invalid_timeout_after_observed_raises_duration_error(
 ) -> None:
     # Once read with a timeout (torchmonarch's handle path), a bad timeout is worded as the
     # conversion to a duration, and the value is still there afterwards.
-    fut = Future._from_value(1)
+    fut = Future.from_value(1)
     assert fut.get(timeout=5) == 1
     with pytest.raises(ValueError) as info:
         fut.get(timeout)
@@ -189,7 +189,7 @@ def test_future_get_invalid_timeout_after_observed_raises_duration_error(
 
 def test_future_get_bad_timeout_after_plain_get_returns_cached_value() -> None:
     # A plain get() that finished caches the outcome; later reads do not look at the timeout.
-    fut = Future._from_value(1)
+    fut = Future.from_value(1)
     assert fut.get() == 1
     assert fut.get(-1) == 1
 
@@ -197,7 +197,7 @@ def test_future_get_bad_timeout_after_plain_get_returns_cached_value() -> None:
 @pytest.mark.parametrize("timeout", [-1, float("nan")])
 def test_future_exception_invalid_timeout_returns_value_error(timeout: Any) -> None:
     decode = _CountingDecode()
-    fut = Future._create(Future._from_value(1)._cf, decode)
+    fut = Future.from_concurrent(Future.from_value(1)._cf, decode)
     err = fut.exception(timeout)
     assert isinstance(err, ValueError) and "invalid timeout" in str(err)
     assert decode.calls == 0
@@ -211,8 +211,8 @@ def test_future_get_invalid_timeout_on_pending_raises_value_error_without_waitin
 
 
 def test_future_get_zero_timeout_on_done_returns_value() -> None:
-    assert Future._from_value("ok").get(timeout=0) == "ok"
-    assert Future._from_value("ok").get(timeout=3) == "ok"
+    assert Future.from_value("ok").get(timeout=0) == "ok"
+    assert Future.from_value("ok").get(timeout=3) == "ok"
 
 
 # ---- decoding ------------------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_future_map_error_applied_once_to_exception() -> None:
         return RuntimeError(f"mapped: {exc}")
 
     cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    fut: Future[Any] = Future._create(cf, map_error=map_error)
+    fut: Future[Any] = Future.from_concurrent(cf, map_error=map_error)
     original = OSError("raw")
     cf.set_exception(original)
     with pytest.raises(RuntimeError, match="mapped: raw") as first:
@@ -307,7 +307,7 @@ def test_future_map_error_applied_once_to_exception() -> None:
 
 def test_future_map_error_not_applied_to_value() -> None:
     cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
-    fut: Future[Any] = Future._create(cf, map_error=lambda exc: RuntimeError("never"))
+    fut: Future[Any] = Future.from_concurrent(cf, map_error=lambda exc: RuntimeError("never"))
     cf.set_result(5)
     assert fut.get() == 5
     assert fut.exception() is None
@@ -340,7 +340,7 @@ class _FailsWhenExceptionLooks(concurrent.futures.Future):  # type: ignore[type-
 
 def test_future_exception_completes_at_timeout_returns_the_exception() -> None:
     err = OSError("failed right at the deadline")
-    fut = Future._create(_FailsWhenExceptionLooks(err))
+    fut = Future.from_concurrent(_FailsWhenExceptionLooks(err))
     assert fut.exception(timeout=0) is err
 
 
@@ -414,7 +414,7 @@ async def test_future_get_in_running_loop_pending_logs_warning(
 async def test_future_get_in_running_loop_first_read_warns_once() -> None:
     # Whether the first get() warns must not depend on timing, so a finished future warns too;
     # once a plain get() read the outcome, later reads return it without warning (torchmonarch).
-    fut = Future._from_value(3)
+    fut = Future.from_value(3)
     with pytest.warns(UserWarning, match="Future.get\\(\\) was called from within an active "
                       "event loop") as record:
         assert fut.get() == 3
@@ -423,7 +423,7 @@ async def test_future_get_in_running_loop_first_read_warns_once() -> None:
 
 
 async def test_future_get_in_running_loop_after_await_warns_blocking_get() -> None:
-    fut = Future._from_value(3)
+    fut = Future.from_value(3)
     assert await fut == 3
     with pytest.warns(UserWarning, match="Blocking get\\(\\) was called") as record:
         assert fut.get() == 3
@@ -464,7 +464,7 @@ async def test_future_await_twice_returns_same_value() -> None:
 
 
 async def test_future_await_done_value_returns_it() -> None:
-    assert await Future._from_value(5) == 5
+    assert await Future.from_value(5) == 5
 
 
 async def test_future_await_failed_raises_same_exception_each_time() -> None:
@@ -488,7 +488,7 @@ async def test_future_await_completed_from_other_thread_returns_value() -> None:
 
 
 def test_future_await_outside_loop_raises_value_error() -> None:
-    fut = Future._from_value(1)
+    fut = Future.from_value(1)
 
     async def reader() -> Any:
         return await fut
@@ -538,7 +538,7 @@ async def test_future_as_asyncio_each_call_returns_fresh_future() -> None:
 
 async def test_future_as_asyncio_failed_sets_exception() -> None:
     err = IndexError("gone")
-    afut = Future._from_exception(err).as_asyncio()
+    afut = Future.from_exception(err).as_asyncio()
     with pytest.raises(IndexError) as info:
         await afut
     assert info.value is err
@@ -599,3 +599,101 @@ def test_future_add_done_callback_gets_the_future() -> None:
 def test_future_repr_is_torchmonarchs() -> None:
     fut, _ = _pending()
     assert repr(fut) == f"<monarch._src.actor.future.Future object at {id(fut):#x}>"
+
+
+# ---- map, wait, outcome --------------------------------------------------------------------------
+
+
+def test_future_map_applies_fn_to_decoded_value() -> None:
+    fut, cf = _pending(lambda raw: raw * 2)
+    mapped = fut.map(lambda v: v + 1)
+    assert not mapped.done()
+    cf.set_result(20)
+    assert mapped.done()
+    assert mapped.get(timeout=WAIT) == 41
+    assert fut.get(timeout=WAIT) == 40
+
+
+def test_future_map_decodes_source_once() -> None:
+    decode = _CountingDecode(lambda raw: raw)
+    fut, cf = _pending(decode)
+    first, second = fut.map(str), fut.map(lambda v: v * 3)
+    cf.set_result(7)
+    assert (first.get(), second.get(), fut.get()) == ("7", 21, 7)
+    assert decode.calls == 1
+
+
+def test_future_map_passes_the_same_error_through() -> None:
+    err = KeyError("missing")
+    calls: list[Any] = []
+    mapped = Future.from_exception(err).map(calls.append)
+    assert mapped.exception() is err
+    assert calls == []
+
+
+def test_future_map_passes_the_mapped_error_through() -> None:
+    cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut: Future[Any] = Future.from_concurrent(cf, map_error=lambda exc: RuntimeError(str(exc)))
+    mapped = fut.map(lambda v: v)
+    cf.set_exception(ValueError("raw"))
+    seen = mapped.exception()
+    assert isinstance(seen, RuntimeError) and seen is fut.exception()
+
+
+def test_future_map_fn_error_is_the_outcome() -> None:
+    def boom(_: Any) -> Any:
+        raise ValueError("in fn")
+
+    mapped = Future.from_value(1).map(boom)
+    with pytest.raises(ValueError, match="in fn"):
+        mapped.get()
+    with pytest.raises(ValueError, match="in fn"):  # cached, fn ran once
+        mapped.get()
+
+
+def test_future_wait_returns_when_done_without_raising() -> None:
+    fut, cf = _pending()
+    threading.Timer(0.01, cf.set_exception, (KeyError("later"),)).start()
+    assert fut.wait(WAIT) is None
+    assert fut.done()
+    assert isinstance(fut.exception(), KeyError)
+
+
+def test_future_wait_times_out_without_consuming() -> None:
+    fut, cf = _pending()
+    with pytest.raises(TimeoutError):
+        fut.wait(0)
+    cf.set_result("raw")
+    fut.wait(0)
+    assert fut.get() == "raw"
+
+
+def test_future_wait_rejects_bad_timeouts() -> None:
+    fut, _ = _pending()
+    for bad in (-1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="invalid timeout"):
+            fut.wait(bad)
+
+
+async def test_future_wait_in_loop_warns_unless_quiet() -> None:
+    fut = Future.from_value(1)
+    with pytest.warns(UserWarning, match="within an active event loop"):
+        fut.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fut.wait(quiet=True)
+
+
+async def test_future_outcome_reads_done_future_without_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Future.from_value("v").outcome() == "v"
+        err = KeyError("k")
+        with pytest.raises(KeyError):
+            Future.from_exception(err).outcome()
+
+
+def test_future_outcome_of_pending_future_raises() -> None:
+    fut, _ = _pending()
+    with pytest.raises(RuntimeError, match="before the future was done"):
+        fut.outcome()

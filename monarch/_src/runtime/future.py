@@ -20,9 +20,10 @@ import threading
 import warnings
 from typing import Any, Callable, Generator, Generic, TypeVar
 
-__all__ = ["Future", "loop_running_here"]
+__all__ = ["GET_IN_LOOP_WARNING", "Future", "check_timeout", "loop_running_here"]
 
 T = TypeVar("T")
+U = TypeVar("U")
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +32,8 @@ _UNSET: Any = object()
 # Torchmonarch words the in-loop warning differently for a future nobody observed yet (the
 # first blocking read) and for one already observed through a handle (awaited, converted with
 # as_asyncio(), or read with a timeout); both texts are kept so programs that match on them run.
-_GET_IN_LOOP_WARNING = (
+# GET_IN_LOOP_WARNING is also what other blocking reads (`wait`, `returns_future`) warn with.
+GET_IN_LOOP_WARNING = (
     "Future.get() was called from within an active event loop. Because this method blocks "
     "synchronously and does not yield control, it may degrade performance by preventing "
     "other tasks from running, and can potentially cause deadlocks if this future depends "
@@ -44,8 +46,9 @@ _OBSERVED_GET_IN_LOOP_WARNING = (
 _GET_IN_LOOP_LOG = "Future.get() called from within an active event loop"
 
 
-def _check_timeout(timeout: float | None) -> None:
-    """The first read's check: a number of seconds, finite and non-negative (or None)."""
+def check_timeout(timeout: float | None) -> None:
+    """The first read's check of a timeout: a number of seconds, finite and non-negative (or
+    None); raises `ValueError` with torchmonarch's wording otherwise."""
     if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
         raise ValueError(
             f"invalid timeout {timeout}: expected a non-negative, finite number of seconds"
@@ -91,12 +94,18 @@ class Future(Generic[T]):
         )
 
     @classmethod
-    def _create(
+    def from_concurrent(
         cls,
         cf: concurrent.futures.Future[Any],
         decode: Callable[[Any], T] | None = None,
         map_error: Callable[[BaseException], BaseException] | None = None,
     ) -> Future[T]:
+        """The Future of `cf`, which the runtime completes with a raw result or an exception.
+
+        `decode(raw)` makes the value, once, in the first reader's thread (a reply's payload is
+        unpickled there, never on the runtime loop); an exception it raises is the outcome.
+        `map_error(exc)` turns an exception set on `cf` into the one readers see, once.
+        """
         fut = object.__new__(cls)
         fut._cf = cf  # completed by the runtime loop with a raw value or an exception
         fut._decode = decode  # applied once to the raw value by the first reader
@@ -113,16 +122,41 @@ class Future(Generic[T]):
         return fut
 
     @classmethod
-    def _from_value(cls, value: T) -> Future[T]:
+    def from_value(cls, value: T) -> Future[T]:
+        """A Future already done with `value`."""
         cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
         cf.set_result(value)
-        return cls._create(cf)
+        return cls.from_concurrent(cf)
 
     @classmethod
-    def _from_exception(cls, exc: BaseException) -> Future[Any]:
+    def from_exception(cls, exc: BaseException) -> Future[Any]:
+        """A Future already failed with `exc`."""
         cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
         cf.set_exception(exc)
-        return cls._create(cf)
+        return cls.from_concurrent(cf)
+
+    # The names used before they were public; removed once every caller moved.
+    _create = from_concurrent
+    _from_value = from_value
+    _from_exception = from_exception
+
+    def map(self, fn: Callable[[T], U]) -> Future[U]:
+        """A Future of `fn(value)`, done when this one is.
+
+        `fn` runs once, in the first reader's thread, on this future's (cached) value; an
+        exception it raises is the new future's outcome. This future's error passes through
+        unchanged (the very same exception object).
+        """
+
+        def apply(_raw: Any) -> U:
+            return fn(self._outcome())
+
+        def same_error(_exc: BaseException) -> BaseException:
+            self._settle()
+            assert self._error is not None
+            return self._error
+
+        return Future.from_concurrent(self._cf, apply, same_error)
 
     # ---- reading -------------------------------------------------------------------------
     def _settle(self) -> None:
@@ -162,13 +196,13 @@ class Future(Generic[T]):
             return self._outcome()
         if self._observed or timeout is not None:
             if not self._observed:
-                _check_timeout(timeout)
+                check_timeout(timeout)
                 self._observed = True
             return self._observed_get(timeout, in_loop)
         if in_loop:
             # Warned whether or not the result is there yet: whether a call blocks the loop
             # must not depend on timing.
-            warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
+            warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
         self._cf.exception()  # waits on the future's own condition
         self._complete = True
         return self._outcome()
@@ -184,6 +218,37 @@ class Future(Generic[T]):
             except TimeoutError:
                 if not self._cf.done():  # else it completed just as the wait gave up
                     raise TimeoutError() from None
+        return self._outcome()
+
+    def wait(self, timeout: float | None = None, *, quiet: bool = False) -> None:
+        """Block until this future is done, without raising its error (read it afterwards with
+        `get()` or `outcome()`).
+
+        Raises `TimeoutError` if it is not done within `timeout` seconds (nothing is consumed)
+        and `ValueError` for a timeout that is not a finite, non-negative number. Inside a
+        running event loop it warns as `get()` does, since it blocks the loop; `quiet=True` is
+        for callers whose very point is to block (`inspect()` in a notebook cell).
+        """
+        check_timeout(timeout)
+        if not quiet and loop_running_here():
+            logger.warning(_GET_IN_LOOP_LOG)
+            warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
+        if self._cf.done():
+            return
+        try:
+            self._cf.exception(timeout)
+        except TimeoutError:
+            if not self._cf.done():  # else it completed just as the wait gave up
+                raise TimeoutError(f"The future was not done within {timeout} seconds.") from None
+
+    def outcome(self) -> T:
+        """The value of a future that is done, or raise its error; never blocks nor warns.
+
+        For code that knows the future is done: after `wait()`, in a done callback, in a `map`
+        function over another future. Raises `RuntimeError` if it is not done yet.
+        """
+        if not self._cf.done():
+            raise RuntimeError("Future.outcome() was called before the future was done.")
         return self._outcome()
 
     def result(self, timeout: float | None = None) -> T:
@@ -260,3 +325,8 @@ def loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+# The names used before they were public; removed once every caller moved.
+_check_timeout = check_timeout
+_GET_IN_LOOP_WARNING = GET_IN_LOOP_WARNING

@@ -39,7 +39,7 @@ from monarch._src.runtime.envelope import (
     encode,
 )
 from monarch._src.config import duration_seconds
-from monarch._src.runtime.ports import _Entry
+from monarch._src.runtime.ports import PortEntry
 from monarch._src.supervision.errors import SupervisionError
 from monarch._src.transport.comm import Transport
 
@@ -111,7 +111,7 @@ class Mailbox:
         # Actor key not registered yet -> (expiry timer, [(found, missing)] in arrival order).
         self._unborn: dict[str, tuple[asyncio.TimerHandle, list[_Waiter]]] = {}
         self.control: dict[str, ControlHandler] = {}  # op -> handler, registered at start-up
-        self._ports: dict[int, _Entry] = {}  # open ports of this process (any thread adds)
+        self._ports: dict[int, PortEntry] = {}  # open ports of this process (any thread adds)
         self._port_ids = itertools.count(1)
         self._port_peers: dict[int, tuple[str, ...]] = {}  # port -> peers that owe it replies
         self._waiting: dict[str, set[int]] = {}  # peer -> ports waiting on a reply from it
@@ -141,7 +141,7 @@ class Mailbox:
         return self.address
 
     # ---- ports ------------------------------------------------------------------------------
-    def open_port(self, entry: _Entry, waits_on: tuple[str, ...] = ()) -> PortAddr:
+    def open_port(self, entry: PortEntry, waits_on: tuple[str, ...] = ()) -> PortAddr:
         """Register `entry`; `waits_on` lists the peers whose death must fail it (any thread)."""
         port_id = next(self._port_ids)
         self._ports[port_id] = entry

@@ -14,9 +14,18 @@ import threading
 from collections import deque
 from typing import Any, Callable
 
-from monarch._src.runtime.envelope import PORT_CLOSED, PORT_ERROR, PORT_VALUE, Payload, decode
+from monarch._src.runtime.envelope import PORT_CLOSED, PORT_ERROR, Payload, decode
 
-__all__ = ["CountPort", "GatherPort", "OncePort", "QueuePort", "StreamPort", "decode_reply"]
+__all__ = [
+    "CountPort",
+    "GatherPort",
+    "OncePort",
+    "PortEntry",
+    "QueuePort",
+    "StreamPort",
+    "decode_ranked",
+    "decode_reply",
+]
 
 Reply = tuple[int, Payload]  # (status, payload)
 
@@ -30,12 +39,19 @@ def decode_reply(reply: Reply) -> Any:
     return value
 
 
-class _Entry:
-    """Base of port-table entries. `deliver` and `fail` run on the owning proc's loop."""
+class PortEntry:
+    """Base of port-table entries: what `Mailbox.open_port` registers and `PORT` envelopes reach.
 
-    closed = False  # True once the entry expects nothing more; the table then drops it
+    Subclass it for a port with its own reaction to replies (the entries below, a heartbeat's
+    pong, the tensor engine's rref port). `deliver` and `fail` run on the owning proc's loop;
+    set `closed` once the entry expects nothing more, and the table drops it.
+    """
+
+    closed = False
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        """One `PORT` envelope arrived: its encoded `payload`, the sender's `rank` (None outside a
+        mesh) and its status (`PORT_VALUE`, `PORT_ERROR` or `PORT_CLOSED`)."""
         raise NotImplementedError
 
     def fail(self, exc: BaseException) -> None:
@@ -43,7 +59,7 @@ class _Entry:
         raise NotImplementedError
 
 
-class OncePort(_Entry):
+class OncePort(PortEntry):
     """Exactly one reply completes `cf` with the raw reply."""
 
     def __init__(self) -> None:
@@ -60,7 +76,7 @@ class OncePort(_Entry):
             self.cf.set_exception(exc)
 
 
-class GatherPort(_Entry):
+class GatherPort(PortEntry):
     """One reply per rank of `n`; completes `cf` with the raw replies in rank order."""
 
     def __init__(self, n: int) -> None:
@@ -120,7 +136,7 @@ class CountPort(GatherPort):
             self.cf.set_result(None)  # type: ignore[arg-type]
 
 
-class StreamPort(_Entry):
+class StreamPort(PortEntry):
     """`n` replies; the k-th to arrive completes the k-th future."""
 
     def __init__(self, n: int) -> None:
@@ -151,7 +167,7 @@ class StreamPort(_Entry):
             self.closed = self.next == len(self.cfs)
 
 
-class QueuePort(_Entry):
+class QueuePort(PortEntry):
     """An open-ended port behind a `PortReceiver`: values queue until `recv` takes them.
 
     Values and waiting receivers meet under a lock because `recv` runs on the receiver's thread
@@ -211,6 +227,9 @@ class QueuePort(_Entry):
 
 
 def decode_ranked(ranked: bool) -> Callable[[tuple[int, Payload, int | None]], Any]:
+    """The decoder of a `QueuePort` message `(status, payload, rank)`: its value, or
+    `(rank, value)` when `ranked`; an error reply raises."""
+
     def _decode(msg: tuple[int, Payload, int | None]) -> Any:
         status, payload, rank = msg
         value = decode_reply((status, payload))
@@ -219,4 +238,6 @@ def decode_ranked(ranked: bool) -> Callable[[tuple[int, Payload, int | None]], A
     return _decode
 
 
-__all__ += ["PORT_VALUE", "decode_ranked"]
+
+# The name used before it was public; removed once every caller moved.
+_Entry = PortEntry
