@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
+from monarch._src.mesh.proc_mesh import ProcMesh
 from monarch._src.tensor.errors import RemoteException
+from monarch._src.tensor.mesh import DeviceMesh, device_mesh_of
 
 __all__ = ["RemoteException", "spawn_tensor_engine"]
 
 
-def spawn_tensor_engine(proc_mesh: Any) -> Any:
+def spawn_tensor_engine(proc_mesh: ProcMesh) -> DeviceMesh:
     """The `DeviceMesh` of `proc_mesh` (its engine is created on first use)."""
-    return proc_mesh._device_mesh()
+    return device_mesh_of(proc_mesh)

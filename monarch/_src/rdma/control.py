@@ -15,7 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime
 
@@ -102,7 +102,7 @@ def ask(owner_addr: str, op: str, args: tuple[Any, ...], timeout: float) -> Any:
     rt = get_runtime()
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (owner_addr,))
-    rt.mailbox.post(owner_addr, (CONTROL, op, args, port))
+    rt.mailbox.post(owner_addr, Control(CONTROL, op, args, port))
     try:
         raw = entry.cf.result(timeout=max(timeout, 0.0))
     except concurrent.futures.TimeoutError as exc:

@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING, Any
 from monarch._src.shape import MeshTrait, Shape
 
 if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcMesh
     from monarch._src.tensor.engine import Engine
     from monarch._src.tensor.tensor import Tensor
 
-__all__ = ["DeviceMesh", "active_mesh_or_none", "get_active_mesh", "no_mesh"]
+__all__ = ["DeviceMesh", "active_mesh_or_none", "device_mesh_of", "get_active_mesh", "no_mesh"]
 
 # Innermost last; None entries come from no_mesh.activate().
 _stack: list[DeviceMesh | None] = []
@@ -55,6 +56,14 @@ class _NoMesh:
 
 
 no_mesh = _NoMesh()
+
+
+def device_mesh_of(proc_mesh: ProcMesh) -> DeviceMesh:
+    """The `DeviceMesh` over the procs of `proc_mesh` (a view of its root mesh's engine, which
+    is made, workers spawned, on first use). `_shape` is the `MeshTrait` protocol's accessor."""
+    from monarch._src.tensor.engine import engine_for
+
+    return engine_for(proc_mesh).root_mesh._new_with_shape(proc_mesh._shape)
 
 
 class DeviceMesh(MeshTrait):

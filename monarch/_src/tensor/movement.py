@@ -14,9 +14,10 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
+from monarch._src.mesh.proc_mesh import ProcMesh
 from monarch._src.tensor.commands import Borrow, OpMeta, SendTensor
 from monarch._src.tensor.dispatch import tensor_meta
-from monarch._src.tensor.mesh import DeviceMesh
+from monarch._src.tensor.mesh import DeviceMesh, device_mesh_of
 from monarch._src.tensor.stream import Stream, get_active_stream
 from monarch._src.tensor.tensor import Tensor, check_usable
 
@@ -27,10 +28,9 @@ def as_device_mesh(mesh: Any) -> DeviceMesh:
     """A `DeviceMesh` for a DeviceMesh or a ProcMesh."""
     if isinstance(mesh, DeviceMesh):
         return mesh
-    device_mesh = getattr(mesh, "_device_mesh", None)
-    if device_mesh is None:
+    if not isinstance(mesh, ProcMesh):
         raise TypeError(f"Expected a DeviceMesh or a ProcMesh, not {type(mesh).__name__}.")
-    return device_mesh()  # type: ignore[no-any-return]
+    return device_mesh_of(mesh)
 
 
 def slice_tensor(t: Tensor, dims: dict[str, Any]) -> Tensor:

@@ -406,7 +406,7 @@ class WorkerState:
         arguments). An endpoint's exception and a poisoned argument both reach the caller as a
         `RemoteException`; a broadcast's reply is dropped.
         """
-        from monarch._src.runtime.envelope import PORT, PORT_ERROR, decode, encode
+        from monarch._src.runtime.envelope import PORT, PORT_ERROR, PortMsg, decode, encode
         from monarch._src.supervision.errors import ActorError
         from monarch._src.runtime.runtime import get_runtime
 
@@ -437,7 +437,7 @@ class WorkerState:
             status, payload = PORT_ERROR, encode(error)
         rank = cmd.cast_ranks[self.rank]
         get_runtime().mailbox.post_all(
-            [(cmd.reply[0], (PORT, cmd.reply[1], payload, rank, status))], payload
+            [(cmd.reply[0], PortMsg(PORT, cmd.reply[1], payload, rank, status))], payload
         )
 
     def fetch(self, tree: Any) -> tuple[bool, Any]:
