@@ -15,7 +15,7 @@ from monarch._src.mesh.actor import endpoints_of
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
@@ -171,7 +171,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mailbox = rt.mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for i, proc in enumerate(targets):
-            mailbox.post(proc, (CONTROL, "actor_ready", (self._key, i), reply))
+            mailbox.post(proc, Control(CONTROL, "actor_ready", (self._key, i), reply))
         idle = duration_seconds("actor_spawn_max_idle")
         name = self._name
         # The replies, or the actor_spawn_max_idle failure, whichever comes first (both are
@@ -230,7 +230,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mailbox = get_runtime().mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for proc in targets:
-            mailbox.post(proc, (CONTROL, "stop_actor", (self._key, reason), reply))
+            mailbox.post(proc, Control(CONTROL, "stop_actor", (self._key, reason), reply))
         return entry.cf
 
     def __reduce__(self) -> tuple[Any, ...]:

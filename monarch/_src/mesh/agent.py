@@ -13,19 +13,12 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.mesh.hosted import (
-    _READY,
-    _STOP,
-    _SUPERVISE,
-    _UNDELIVERABLE,
-    HostedActor,
-    SpawnInfo,
-    UndeliverableMessage,
-)
-from monarch._src.mesh import hooks
+from monarch._src.mesh import hooks, inbox
+from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
 from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.runtime.envelope import Call
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import MeshFailure, SupervisionError
 
@@ -49,7 +42,7 @@ def install_agent(rt: Runtime) -> None:
 
         def found(actor: Any) -> None:
             if isinstance(actor, HostedActor):
-                actor.thread.enqueue((_READY, reply, rank))
+                actor.thread.enqueue(inbox.Ready(inbox.READY, reply, rank))
             else:
                 mailbox.reply_error(reply, actor.error, rank)
 
@@ -64,7 +57,7 @@ def install_agent(rt: Runtime) -> None:
         key, reason = args
         actor = mailbox.actors.get(key)
         if isinstance(actor, HostedActor) and not actor.thread.stopped.is_set():
-            actor.thread.enqueue((_STOP, reason, reply))
+            actor.thread.enqueue(inbox.Stop(inbox.STOP, reason, reply))
         elif reply is not None:
             mailbox.reply(reply, None, 0)
 
@@ -82,7 +75,7 @@ def install_agent(rt: Runtime) -> None:
             return
         owner = mailbox.actors.get(owner_key)
         if isinstance(owner, HostedActor):
-            owner.thread.enqueue((_SUPERVISE, failure))
+            owner.thread.enqueue(inbox.Supervise(inbox.SUPERVISE, failure))
         else:
             logger.error("monarch: a failure for the gone actor %s was dropped: %s", owner_key,
                          failure)
@@ -100,14 +93,14 @@ def install_agent(rt: Runtime) -> None:
     def ping(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         mailbox.reply(reply, None)
 
-    def undeliverable(env: tuple[Any, ...], err: BaseException) -> None:
-        message = UndeliverableMessage(env[1], env[2], env[5][0], str(err))
-        sender = env[6] if len(env) > 6 else None
+    def undeliverable(env: Call, err: BaseException) -> None:
+        message = UndeliverableMessage(env.actor_key, env.method, env.rank, str(err))
+        sender = env.sender
         actor = mailbox.actors.get(sender) if sender is not None else None
         if isinstance(actor, HostedActor):
-            actor.thread.enqueue((_UNDELIVERABLE, message))
+            actor.thread.enqueue(inbox.Undeliverable(inbox.UNDELIVERABLE, message))
         elif sender is None:
-            _root_fault(MeshFailure(env[1], [env[5][0]], f"RootClientActor: {message}"))
+            _root_fault(MeshFailure(env.actor_key, [env.rank], f"RootClientActor: {message}"))
 
     mailbox.on_undeliverable = undeliverable
     mailbox.control.update(

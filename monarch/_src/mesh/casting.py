@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.context import current_instance
-from monarch._src.runtime.envelope import CALL
+from monarch._src.runtime.envelope import CALL, Call
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -140,14 +140,14 @@ def post_call(
     if reply_for is None:
         sender = None if reply is not None else current_instance().actor_key
         posts = [
-            (procs[ranks[local]], (CALL, key, method, payload, reply, (local, *extent), sender))
+            (procs[ranks[local]], Call(CALL, key, method, payload, reply, (local, *extent), sender))
             for local in local_ranks
         ]
     else:
         posts = [
             (procs[ranks[local]],
-             (CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+             Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
             for local in local_ranks
         ]
-    mailbox.post_all(posts, payload)  # type: ignore[arg-type]
+    mailbox.post_all(posts, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))

@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from monarch._src.mesh.proc_mesh import this_proc
-from monarch._src.runtime.envelope import CONTROL, decode, encode
+from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime
@@ -38,7 +38,7 @@ def get_or_spawn_controller(name: str, Class: type, *args: Any, **kwargs: Any) -
     entry = OncePort()
     root = root_address(rt)
     port = rt.mailbox.open_port(entry, (root,))
-    rt.mailbox.post(root, (CONTROL, "get_or_spawn_controller", (name, payload), port))
+    rt.mailbox.post(root, Control(CONTROL, "get_or_spawn_controller", (name, payload), port))
     return Future._create(entry.cf, decode_reply)
 
 

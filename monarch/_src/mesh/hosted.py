@@ -20,13 +20,13 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh import telemetry
+from monarch._src.mesh import inbox, telemetry
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
 from monarch._src.runtime.actor_thread import STOP, ActorThread
-from monarch._src.runtime.envelope import CALL, CONTROL, decode
+from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, decode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import (
@@ -41,14 +41,6 @@ from monarch._src.supervision.errors import (
 __all__ = ["HostedActor", "SpawnInfo"]
 
 logger = logging.getLogger(__name__)
-
-_INIT = "init"
-_STOP = "stop"
-_SUPERVISE = "supervise"
-_READY = "ready"
-_UNDELIVERABLE = "undeliverable"
-_CLEANUP = "cleanup"  # run `__cleanup__(exc)` after the actor failed
-
 
 class UndeliverableMessage:
     """What `Actor._handle_undeliverable_message` receives: a message this actor sent with no
@@ -159,12 +151,12 @@ class HostedActor:
 
     def start(self) -> None:
         self.thread.start()
-        self.thread.enqueue((_INIT,))
+        self.thread.enqueue(inbox.Init(inbox.INIT))
         # After __init__'s turn: calls that arrived before the spawn are queued behind it.
         self.mailbox.add_actor(self.info.actor_key, self)
 
-    def enqueue(self, env: tuple[Any, ...]) -> None:
-        if self.failure is not None and env[0] == CALL:
+    def enqueue(self, env: Call) -> None:
+        if self.failure is not None and env.kind == CALL:
             # A failed actor answers at once, even while a message of its still runs.
             self._reject(env)
             return
@@ -180,39 +172,36 @@ class HostedActor:
         self._answer_owed(tomb.error, multi_use=True)  # a failure whose cleanup never ran
         # What arrived after the thread's last message is answered here: calls fail, a stop
         # request is acknowledged (the actor is stopped), a readiness query gets the error.
-        for env in list(self.thread._queue):
-            if not isinstance(env, tuple) or not env:
-                continue
-            if env[0] == CALL:
-                tomb.enqueue(env)
-            elif env[0] == _STOP and env[2] is not None:
-                self.mailbox.reply(env[2], None, self.info.rank)
-            elif env[0] == _READY:
-                self.mailbox.reply_error(env[1], tomb.error, env[2])
+        for msg in list(self.thread._queue):
+            if isinstance(msg, Call):
+                tomb.enqueue(msg)
+            elif isinstance(msg, inbox.Stop) and msg.reply is not None:
+                self.mailbox.reply(msg.reply, None, self.info.rank)
+            elif isinstance(msg, inbox.Ready):
+                self.mailbox.reply_error(msg.reply, tomb.error, msg.rank)
 
     # ---- actor thread side --------------------------------------------------------------
-    def _handle(self, msg: Any) -> Any:
-        kind = msg[0]
-        if kind == CALL:
+    def _handle(self, msg: inbox.InboxMessage) -> Any:
+        if isinstance(msg, Call):
             if self.failure is not None:
                 self._reject(msg)
                 return None
             return self._call(msg)
-        if kind == _INIT:
+        if isinstance(msg, inbox.Init):
             return self._init()
-        if kind == _STOP:
-            return self._stop(msg[1], msg[2])
-        if kind == _SUPERVISE:
-            return self._supervise(msg[1])
-        if kind == _CLEANUP:
-            return self._cleanup_after_failure(msg[1])
-        if kind == _UNDELIVERABLE:
-            return self._undeliverable(msg[1])
-        if kind == _READY:
+        if isinstance(msg, inbox.Stop):
+            return self._stop(msg.reason, msg.reply)
+        if isinstance(msg, inbox.Supervise):
+            return self._supervise(msg.failure)
+        if isinstance(msg, inbox.Cleanup):
+            return self._cleanup_after_failure(msg.report)
+        if isinstance(msg, inbox.Undeliverable):
+            return self._undeliverable(msg.message)
+        if isinstance(msg, inbox.Ready):
             if self.failure is not None:
-                self.mailbox.reply_error(msg[1], self.failure, msg[2])
+                self.mailbox.reply_error(msg.reply, self.failure, msg.rank)
             else:
-                self.mailbox.reply(msg[1], None, msg[2])
+                self.mailbox.reply(msg.reply, None, msg.rank)
         return None
 
     def _init(self) -> Any:
@@ -258,8 +247,8 @@ class HostedActor:
             return
         self._initialized = True
 
-    def _call(self, env: tuple[Any, ...]) -> Any:
-        method, payload, reply, cast = env[2], env[3], env[4], env[5]
+    def _call(self, env: Call) -> Any:
+        method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
         rank = Point(cast[0], extent_of(cast[1], cast[2]))
         set_message_rank(rank)
         try:
@@ -377,13 +366,13 @@ class HostedActor:
                 fallback = SupervisionError(f"{err} (and it could not be pickled: {exc})")
             self.mailbox.reply_error(reply, fallback, rank)
 
-    def _reject(self, env: tuple[Any, ...]) -> None:
-        reply = env[4]
+    def _reject(self, env: Call) -> None:
+        reply = env.reply
         if id(env) in self._answered:
             self._answered.discard(id(env))
             return
         if reply is not None and self.failure is not None:
-            self.mailbox.reply_error(reply, self.failure, env[5][0])
+            self.mailbox.reply_error(reply, self.failure, env.rank)
 
     # ---- ports this actor answers for (the `PortHolder` protocol) -------------------------
     def port_received(self, port: Port[Any]) -> None:
@@ -432,9 +421,9 @@ class HostedActor:
     def _answer_queued(self, err: SupervisionError) -> None:
         """Answer the calls queued behind a message that is still running (any thread)."""
         for env in list(self.thread._queue):
-            if isinstance(env, tuple) and env and env[0] == CALL and env[4] is not None:
+            if isinstance(env, Call) and env.reply is not None:
                 self._answered.add(id(env))
-                self.mailbox.reply_error(env[4], err, env[5][0])
+                self.mailbox.reply_error(env.reply, err, env.rank)
 
     # ---- failure ------------------------------------------------------------------------
     def _fail(self, report: str, exc: BaseException | None) -> SupervisionError:
@@ -453,12 +442,12 @@ class HostedActor:
         self._answer_owed(self.failure, multi_use=not on_thread)
         if not on_thread:
             self._answer_queued(self.failure)
-        self.thread.enqueue((_CLEANUP, report))
+        self.thread.enqueue(inbox.Cleanup(inbox.CLEANUP, report))
         creator = self.info.creator
         self.mailbox.post(
             creator.address,
-            (CONTROL, "supervise", (creator.actor_key, self.info.name, self.info.actor_key,
-                                    self.info.rank, report), None),
+            Control(CONTROL, "supervise", (creator.actor_key, self.info.name,
+                                           self.info.actor_key, self.info.rank, report), None),
         )
         # A mesh cannot outlive its owner: what this actor owns stops, newest first. The stops
         # run in the background; this actor's thread goes on answering calls with the failure.
@@ -504,7 +493,7 @@ class HostedActor:
 
     def request_stop(self, reason: str, reply: Any = None) -> None:
         """Stop after the messages already queued (`__cleanup__` runs); `reply` is answered."""
-        self.thread.enqueue((_STOP, reason, reply))
+        self.thread.enqueue(inbox.Stop(inbox.STOP, reason, reply))
 
     def _supervise(self, failure: Any) -> Any:
         handler = getattr(self.obj, "__supervise__", None)
@@ -617,9 +606,9 @@ class _Tombstone:
         self.mailbox = mailbox
         self.error = error
 
-    def enqueue(self, env: tuple[Any, ...]) -> None:
-        if env[0] == CALL and env[4] is not None:
-            self.mailbox.reply_error(env[4], self.error, env[5][0])
+    def enqueue(self, env: Call) -> None:
+        if env.kind == CALL and env.reply is not None:
+            self.mailbox.reply_error(env.reply, self.error, env.rank)
 
 
 def _stopped_error(display: str, reason: str = "stopped") -> SupervisionError:

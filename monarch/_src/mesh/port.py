@@ -11,7 +11,14 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Generic, Iterator, Protocol, TypeVar
 
-from monarch._src.runtime.envelope import PORT, PORT_CLOSED, PORT_ERROR, PORT_VALUE, encode
+from monarch._src.runtime.envelope import (
+    PORT,
+    PORT_CLOSED,
+    PORT_ERROR,
+    PORT_VALUE,
+    PortMsg,
+    encode,
+)
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import QueuePort, decode_ranked
 from monarch._src.runtime.runtime import get_runtime
@@ -121,8 +128,8 @@ class Port(Generic[R]):
         if holder is not None:
             holder.port_used(self)
         addr, port_id = self._addr
-        get_runtime().mailbox.post_all([(addr, (PORT, port_id, payload, self._rank, status))],
-                                       payload)
+        env = PortMsg(PORT, port_id, payload, self._rank, status)
+        get_runtime().mailbox.post_all([(addr, env)], payload)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Handing a reply port on makes its new holder the one that answers for it.

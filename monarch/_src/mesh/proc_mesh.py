@@ -24,7 +24,7 @@ from monarch._src.mesh.hosted import SpawnInfo, extent_of
 from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
-from monarch._src.runtime.envelope import CONTROL, copy_payload, decode, encode
+from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
@@ -163,7 +163,7 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
         # failure is what they all get, and what the proc mesh's owner is told.
         table.setup_failed.add(rank)
         table.fail(rank, setup)
-        rt.mailbox.post(rt.address, (
+        rt.mailbox.post(rt.address, Control(
             CONTROL, "supervise", (table.owner_key, table.name, table.mesh_key, rank, setup),
             None))
         rt.mailbox.proc_failed(table.keys[rank], table.error(rank, setup))
@@ -172,7 +172,7 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
 
     def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int,
                   text: str) -> None:
-        rt.mailbox.post(rt.address, (
+        rt.mailbox.post(rt.address, Control(
             CONTROL, "supervise", (owner, mesh_name, mesh_key, mesh_rank, text), None))
 
     told = False
@@ -282,7 +282,7 @@ class ProcMesh(MeshTrait):
         keys = self._table.keys
         for i, rank in enumerate(shape.ranks()):
             info = SpawnInfo(key, name, i, labels, sizes, creator, (self._owner_addr, self._id))
-            rt.mailbox.post(keys[rank], (CONTROL, "spawn", (info, payload), None))
+            rt.mailbox.post(keys[rank], Control(CONTROL, "spawn", (info, payload), None))
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
         me.owned_meshes.append(mesh)
         tree.add(key, name, owner_key(me.actor_key), len(shape), actors=True)
@@ -464,7 +464,7 @@ def fetch_proc_mesh(ref: tuple[str, str]) -> ProcMesh:
     entry = OncePort()
     rt = get_runtime()
     reply = rt.mailbox.open_port(entry, (addr,))
-    rt.mailbox.post(addr, (CONTROL, "get_proc_mesh", (mesh_id,), reply))
+    rt.mailbox.post(addr, Control(CONTROL, "get_proc_mesh", (mesh_id,), reply))
     return decode_reply(entry.cf.result(timeout=60))  # type: ignore[no-any-return]
 
 
