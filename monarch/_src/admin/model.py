@@ -1,14 +1,18 @@
 """The admin view's data model: hosts, procs and actors with state, message rates and failures.
 
-`collect()` reads, in the root client, what the runtime already keeps: the proc tables of the
-local host agent and of every attached remote host agent (address, host, pid, failed or stopped
-ranks, the actor meshes on each proc), the ownership
-tree (the health of each actor rank), the per-rank message counters of `mesh/traffic.py`, and the
-debug controller's paused actors. It returns plain JSON-ready dicts, so the same snapshot feeds
-the notebook widget in-process and `monarch top` through the control server.
+`collect()` reads, in the root client, what the runtime already keeps: the proc tables of every
+live host agent (`mesh.host_agent.agents()`: the local one and every attached remote host; each
+table with the host of each rank, the failed or stopped ranks and the actor meshes on each
+proc), the state of each rank (`mesh.rank_state`, the one derivation the HTML reprs and the
+notebook widgets use too), the per-rank message counters of `mesh/traffic.py`, and the actors
+paused in a debugger (`set_paused_source`: the debug feature registers its controller's list,
+so this package does not import the debugger). It returns plain JSON-ready dicts, so the same
+snapshot feeds the notebook widget in-process and `monarch top` through the control server.
 
 `AdminModel` turns successive snapshots into a view: message rates are count differences over
 time, and failures are remembered (with when they were first seen) after their mesh is gone.
+Only `collect()` and `find_proc()` import the runtime (lazily), so `monarch top`, which uses only
+`AdminModel`, does not.
 """
 
 from __future__ import annotations
@@ -16,85 +20,58 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-__all__ = ["AdminModel", "collect", "find_proc"]
+if TYPE_CHECKING:
+    from monarch._src.mesh.host_agent import PlacedTable
+
+__all__ = ["AdminModel", "PausedSource", "collect", "find_proc", "set_paused_source"]
 
 Snapshot = dict[str, Any]
-# Routing key prefix of procs not started yet (runtime/mailbox.py); kept here so that `monarch
-# top`, which uses only `AdminModel`, does not import the runtime.
-PENDING_PREFIX = "pending:"
+#: Lists the actors paused in a debugger, as (actor mesh name, rank) pairs.
+PausedSource = Callable[[], Iterable[tuple[str, int]]]
 _MAX_FAILURES = 20  # recent failures kept by an AdminModel
+_paused_source: PausedSource | None = None
 
 
-def _tables() -> list[tuple[Any, list[str]]]:
-    """(proc table, host of each rank) for every proc table this process started: on this
+def set_paused_source(source: PausedSource | None) -> None:
+    """Where `collect()` learns which actors are paused (shown as state "paused"); the debug
+    controller registers itself here when it is made. None: no debugger, nothing paused."""
+    global _paused_source
+    _paused_source = source
+
+
+def _placed_tables() -> list[PlacedTable]:
+    """Every live proc table this process started, with the host of each rank: on this
     machine, and on remote hosts attached with `attach_to_workers` / `hosts_from_dask`."""
-    from monarch._src.hosts import local, remote_agent
+    from monarch._src.mesh.host_agent import agents
 
-    found: list[tuple[Any, list[str]]] = []
-    agent = local._agent
-    if agent is not None:
-        here = socket.gethostname()
-        with agent._lock:
-            found += [(t, [here] * len(t.keys)) for t in agent._tables]
-    remotes = {id(a): a for agents in list(remote_agent._agents_by_host.values()) for a in agents}
-    for remote in remotes.values():
-        with remote._lock:
-            placed = list(remote._tables.values())
-        for table, where in placed:
-            found.append((table, [remote.hosts[h].label for h in where.host_of_rank]))
-    return found
-
-
-def _proc_state(table: Any, rank: int) -> tuple[str, str]:
-    if rank in table.failed:
-        return "failed", table.failed[rank]
-    if table.stopped is not None:
-        return "stopped", table.stopped
-    if table.keys[rank].startswith(PENDING_PREFIX):
-        return "starting", ""
-    return "running", ""
-
-
-def _paused() -> set[tuple[str, int]]:
-    from monarch._src.debug import controller
-
-    if controller._controller is None:
-        return set()
-    return {(s.name, s.rank) for s in controller._controller.sessions()}
+    return [placed for agent in agents() for placed in agent.snapshot()]
 
 
 def collect() -> Snapshot:
     """A snapshot of this client's hosts, procs and actors (plain dicts and lists)."""
     from monarch._src.mesh import traffic
-    from monarch._src.mesh.ownership import tree
+    from monarch._src.mesh.rank_state import Health, actor_rank_state, proc_rank_state
+    from monarch._src.runtime.mailbox import PENDING_PREFIX
 
-    paused = _paused()
+    source = _paused_source
+    paused = set(source()) if source is not None else set()
     procs: list[dict[str, Any]] = []
     actors: list[dict[str, Any]] = []
-    for table, hosts in _tables():
+    for table, hosts in _placed_tables():
         for rank, key in enumerate(table.keys):
-            state, detail = _proc_state(table, rank)
+            proc = proc_rank_state(table, rank)
             procs.append({"mesh": table.name, "rank": rank, "host": hosts[rank],
                           "pid": table.pids[rank],
                           "address": "" if key.startswith(PENDING_PREFIX) else key,
-                          "state": state, "detail": detail})
+                          "state": proc.state.value, "detail": proc.detail})
         for mesh_key, name, _creator, ranks in list(table.actor_meshes):
-            status = tree.status(mesh_key)
-            stopped, failed = (status if status is not None else (False, {}))
             for rank, proc_rank in enumerate(ranks):
-                proc_state, proc_detail = _proc_state(table, proc_rank)
-                if rank in failed:
-                    state, detail = "failed", failed[rank]
-                elif stopped:
-                    state, detail = "stopped", ""
-                elif proc_state != "running":
-                    state, detail = proc_state, proc_detail
-                elif (name, rank) in paused:
+                actor = actor_rank_state(table, mesh_key, rank, proc_rank)
+                state, detail = actor.state.value, actor.detail
+                if actor.state is Health.RUNNING and (name, rank) in paused:
                     state, detail = "paused", "in the debugger"
-                else:
-                    state, detail = "running", ""
                 actors.append({
                     "mesh": name, "key": mesh_key, "rank": rank, "proc_mesh": table.name,
                     "proc_rank": proc_rank, "pid": table.pids[proc_rank], "state": state,
@@ -121,12 +98,14 @@ def collect() -> Snapshot:
 def find_proc(mesh: str, rank: int) -> str:
     """The address of the proc behind rank `rank` of the actor or proc mesh called `mesh`
     (`client` is this process)."""
+    from monarch._src.mesh.rank_state import Health, proc_rank_state
+    from monarch._src.runtime.mailbox import PENDING_PREFIX
     from monarch._src.runtime.runtime import get_runtime
 
     if mesh in ("client", "root"):
         return get_runtime().address
     names: list[str] = []
-    for table, _hosts in _tables():
+    for table, _hosts in _placed_tables():
         candidates: list[tuple[str, list[int]]] = [(table.name, list(range(len(table.keys))))]
         candidates += [(name, ranks) for _k, name, _c, ranks in list(table.actor_meshes)]
         for name, ranks in candidates:
@@ -139,9 +118,10 @@ def find_proc(mesh: str, rank: int) -> str:
             key = table.keys[ranks[rank]]
             if key.startswith(PENDING_PREFIX):
                 raise RuntimeError(f"Rank {rank} of mesh {mesh} has not started yet; try again.")
-            state, detail = _proc_state(table, ranks[rank])
-            if state in ("failed", "stopped"):
-                raise RuntimeError(f"Rank {rank} of mesh {mesh} is {state}: {detail}")
+            proc = proc_rank_state(table, ranks[rank])
+            if proc.state in (Health.FAILED, Health.STOPPED):
+                raise RuntimeError(f"Rank {rank} of mesh {mesh} is {proc.state.value}: "
+                                   f"{proc.detail}")
             return str(key)
     known = ", ".join(sorted(set(names))) or "none"
     raise LookupError(f"No mesh named {mesh!r} in this client (meshes: {known}, and 'client').")

@@ -127,8 +127,7 @@ class _Handler(socketserver.StreamRequestHandler):
             return
         try:
             self._send({"attached": session.info.to_dict()})
-            if session.waiting and session._chunks.empty():
-                session._output(session.last_prompt, True)  # re-show the pending prompt
+            session.reshow_prompt()
             while True:
                 try:
                     item = session.read(timeout=5.0)

@@ -1,6 +1,6 @@
 """Stack dumps of a proc on demand: every thread's Python stack, and py-spy's view when installed.
 
-Every process answers a `stacks` control operation (installed through `runtime.on_start`). The
+Every process answers a `stacks` control operation (`install()`, through `runtime.on_start`). The
 answer is built off the runtime loop, on a short-lived thread, so a proc whose actors are busy or
 paused still answers: the loop only hands the request over. Python stacks come from
 `sys._current_frames()`, with each actor's thread labelled by the actor it runs. py-spy (when
@@ -21,12 +21,12 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.runtime import runtime as runtime_module
 from monarch._src.runtime.envelope import CONTROL
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_started
 
-__all__ = ["StackDump", "dump_stacks", "install_stacks", "python_stacks"]
+__all__ = ["StackDump", "dump_stacks", "install", "install_stacks", "python_stacks"]
 
 
 
@@ -63,7 +63,7 @@ def _actor_threads(rt: Runtime | None) -> dict[int, str]:
         return out
     for actor in list(rt.mailbox.actors.values()):
         if isinstance(actor, HostedActor) and actor.thread.thread.ident is not None:
-            out[actor.thread.thread.ident] = actor._display
+            out[actor.thread.thread.ident] = actor.display
     return out
 
 
@@ -158,6 +158,12 @@ def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> 
     return result
 
 
-_runtime_module.on_start.append(install_stacks)
-if (_rt := runtime_if_started()) is not None:
-    install_stacks(_rt)
+def install() -> None:
+    """Answer `stacks` requests in this process (idempotent): in the runtime already running,
+    if any, and in every runtime started later. The debug agent's `install()` calls it."""
+    if install_stacks in runtime_module.on_start:
+        return
+    runtime_module.on_start.append(install_stacks)
+    rt = runtime_if_started()
+    if rt is not None:
+        install_stacks(rt)

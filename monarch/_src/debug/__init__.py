@@ -1,18 +1,16 @@
 """The distributed debugger: `breakpoint()` in endpoints, post-mortem, `debug_controller()`.
 
-`agent.py` is installed in every process (controller and procs) through `runtime.on_start`,
-together with the stack-dump control operation of `monarch._src.admin.stacks`; `actor_pdb.py`
-is the pdb that runs on a paused actor's thread (imported only when an actor pauses);
-`controller.py` is the root client's registry of paused actors. Importing this package installs
-the agent; `debug_controller` and `DebugController` load the controller on first access, so a
+`agent.py` is installed in every process (controller and procs) by the wiring
+(`monarch._src.debug.agent.install()`), together with the stack-dump control operation of
+`monarch._src.admin.stacks`; `actor_pdb.py` is the pdb that runs on a paused actor's thread
+(imported only when an actor pauses); `controller.py` is the root client's registry of paused
+actors. `debug_controller` and `DebugController` load the controller on first access, so a
 proc's start-up pays for neither pdb nor the controller.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import monarch._src.debug.agent  # noqa: F401  (installs the debugger in new runtimes)
 
 __all__ = ["DebugController", "debug_controller"]
 

@@ -127,7 +127,7 @@ def open_session(rt: Runtime, actor: Any, kind: str, where: str) -> _Channel:
     details = {
         "name": info.name,  # the actor mesh's spawn name
         "rank": info.rank,
-        "display": actor._display,
+        "display": actor.display,
         "kind": kind,  # "breakpoint" or "post-mortem"
         "where": where,
         "address": rt.address,  # where debug_input goes

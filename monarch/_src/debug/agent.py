@@ -1,6 +1,8 @@
 """The debugger's part of every process: control operations and `sys.breakpointhook`.
 
-Installed through `runtime.on_start` in the controller and in each proc:
+`install()` hooks it (and the stack-dump control of `monarch._src.admin.stacks`) into this
+process's runtime, the running one and any started later (`runtime.on_start`). The wiring calls
+it: `monarch._src.wiring.controller` in a client, `monarch._src.wiring.proc` in every proc.
 
 * `breakpoint()` on an actor's thread stops that actor under an `ActorPdb`; anywhere else (the
   user's own script, a thread of their own) the hook that was installed before runs, so a
@@ -19,13 +21,13 @@ import os
 import sys
 from typing import Any, Callable
 
-import monarch._src.admin.stacks  # noqa: F401  (every process answers stack-dump requests)
+from monarch._src.admin import stacks
 from monarch._src.mesh import hosted
-from monarch._src.mesh.context import _tls
-from monarch._src.runtime import runtime as _runtime_module
+from monarch._src.mesh.context import current_hosted
+from monarch._src.runtime import runtime as runtime_module
 from monarch._src.runtime.runtime import Runtime, runtime_if_started
 
-__all__ = ["POST_MORTEM_ENV", "install_debug_agent", "set_local_post_mortem"]
+__all__ = ["POST_MORTEM_ENV", "install", "install_debug_agent", "set_local_post_mortem"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,14 +35,8 @@ POST_MORTEM_ENV = "MONARCH_DEBUG_POST_MORTEM"
 _previous_hook: Callable[..., Any] | None = None  # the breakpointhook before ours
 
 
-def _current_actor() -> Any:
-    """The hosted actor running on this thread, or None outside actor threads."""
-    inst = getattr(_tls, "instance", None)
-    return None if inst is None else inst._host
-
-
 def _breakpoint_hook(*args: Any, **kwargs: Any) -> Any:
-    actor = _current_actor()
+    actor = current_hosted()
     rt = runtime_if_started()
     if actor is None or rt is None or os.environ.get("PYTHONBREAKPOINT") == "0":
         hook = _previous_hook or sys.__breakpointhook__
@@ -106,6 +102,13 @@ def install_debug_agent(rt: Runtime) -> None:
         set_local_post_mortem(True)
 
 
-_runtime_module.on_start.append(install_debug_agent)
-if (_rt := runtime_if_started()) is not None:  # imported after the runtime started
-    install_debug_agent(_rt)
+def install() -> None:
+    """Install the debugger and the stack dumps in this process (idempotent): in the runtime
+    already running, if any, and in every runtime started later."""
+    stacks.install()
+    if install_debug_agent in runtime_module.on_start:
+        return
+    runtime_module.on_start.append(install_debug_agent)
+    rt = runtime_if_started()
+    if rt is not None:  # installed after the runtime started
+        install_debug_agent(rt)

@@ -24,6 +24,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TextIO
 
+from monarch._src.admin.model import set_paused_source
 from monarch._src.debug.agent import POST_MORTEM_ENV, set_local_post_mortem
 from monarch._src.runtime.envelope import CONTROL
 from monarch._src.runtime.runtime import get_runtime
@@ -78,6 +79,12 @@ class DebugSession:
         self.waiting = False
         self.ended.set()
         self._chunks.put(None)
+
+    def reshow_prompt(self) -> None:
+        """Queue the pending prompt again for a debugger that attaches now, if the actor waits
+        for a command and nothing unread is queued (the previous attachment read the prompt)."""
+        if self.waiting and self._chunks.empty():
+            self._output(self.last_prompt, True)
 
     def read(self, timeout: float) -> tuple[str, bool] | None:
         """The next output chunk and whether the actor now waits for a command; None once the
@@ -153,6 +160,10 @@ class DebugController:
             infos = [s.info for s in self._sessions.values()]
         return sorted(infos, key=lambda i: (i.name, i.rank))
 
+    def paused(self) -> list[tuple[str, int]]:
+        """(actor mesh name, rank) of each paused actor: what the admin view shows as paused."""
+        return [(i.name, i.rank) for i in self.sessions()]
+
     def session(self, name: str | None = None, rank: int | None = None,
                 timeout: float = 0.0) -> DebugSession:
         """The session of actor `name` at `rank` (either may be None: any), waiting up to
@@ -206,8 +217,7 @@ class DebugController:
             header = f"--- attached to {session.info.display} ({session.info.kind}) ---\n"
             out.write(header)
             transcript.append(header)
-            if session.waiting and session._chunks.empty():
-                session._output(session.last_prompt, True)  # re-show the pending prompt
+            session.reshow_prompt()
             while True:
                 try:
                     item = session.read(timeout=5.0)
@@ -277,14 +287,10 @@ def _split_prompt(text: str) -> tuple[str, str]:
 
 
 def _live_proc_addresses() -> list[str]:
-    """Addresses of the procs this process started that are up."""
-    from monarch._src.hosts import local
+    """Addresses of the procs this process started that are up (on every host agent)."""
+    from monarch._src.mesh.host_agent import agents
 
-    agent = local._agent
-    if agent is None:
-        return []
-    with agent._lock:
-        return list(agent._by_addr)
+    return [addr for agent in agents() for addr in agent.live_addresses()]
 
 
 def debug_controller_here() -> DebugController:
@@ -295,6 +301,7 @@ def debug_controller_here() -> DebugController:
             if _controller is None:
                 controller = DebugController()
                 get_runtime().mailbox.on_peer_lost.append(controller._peer_lost)
+                set_paused_source(controller.paused)
                 _controller = controller
     return _controller
 

@@ -28,6 +28,9 @@ def install() -> None:
     hooks.fault_hook.install(_fault_hook)
     hooks.local_host.install(_local_host)
     hooks.workspace_sync.install(_workspace_sync)
+    from monarch._src.debug import agent as debug_agent  # cheap: neither pdb nor torch
+
+    debug_agent.install()  # breakpoint(), post-mortem and stack dumps in this process
 
 
 def _rref(endpoint: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

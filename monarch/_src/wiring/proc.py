@@ -14,8 +14,9 @@ __all__ = ["install"]
 
 def install() -> None:
     """Install the proc-side agents (idempotent): the debug agent (`breakpoint()`, post-mortem,
-    stack dumps; importing it hooks it into the proc's runtime). A proc is also a controller of
-    the meshes it spawns, so it fills the controller's slots too."""
-    import monarch._src.debug.agent  # noqa: F401
+    stack dumps) in the proc's runtime. A proc is also a controller of the meshes it spawns, so
+    it fills the controller's slots too."""
+    from monarch._src.debug import agent as debug_agent
 
+    debug_agent.install()
     controller.install()
