@@ -252,9 +252,8 @@ class _Peer:
         try:
             done = channel.write_now(encode_batch(batch))
         except BaseException as exc:
-            self.queue = batch + self.queue
-            self.written = notify + self.written
-            self.task = asyncio.get_running_loop().create_task(self._fail(exc))
+            # Reported from a task: write_now runs inside the mailbox's routing.
+            self.task = asyncio.get_running_loop().create_task(self._fail_soon(exc, batch, notify))
             return
         if done:
             _call_all(notify)
@@ -267,28 +266,32 @@ class _Peer:
             assert isinstance(self.channel, SocketChannel)
             await self.channel.drained()
         except BaseException as exc:
-            self.written = notify + self.written
             self.task = None
-            await self._fail(exc)
+            self._fail(exc, [], notify)
             return
         _call_all(notify)
         self.task = None
         if self.queue:
             self.task = asyncio.get_running_loop().create_task(self._write())
 
-    async def _fail(self, exc: BaseException) -> None:
-        try:
-            raise exc
-        except BaseException:
-            pass
+    def _fail(self, exc: BaseException, batch: list[Envelope],
+              notify: list[Callable[[], None]]) -> None:
+        """The one failure path of this peer: whatever broke (a write, a drain, the connection
+        while idle), the peer is failed for good, `batch` (taken by the writer) and everything
+        still queued are reported lost, in send order, and every written-callback is called."""
         err = translate_error(exc, self.addr)
-        err.__cause__ = exc
+        if err is not exc:
+            err.__cause__ = exc
         self.failed = err
-        lost, self.queue = self.queue, []
-        _call_all(self.written)
-        self.written = []
-        self.task = None
+        lost, self.queue = batch + self.queue, []
+        callbacks, self.written = notify + self.written, []
+        _call_all(callbacks)
         self.transport._peer_failed(self, lost, err)
+
+    async def _fail_soon(self, exc: BaseException, batch: list[Envelope],
+                         notify: list[Callable[[], None]]) -> None:
+        self.task = None
+        self._fail(exc, batch, notify)
 
     async def _write(self) -> None:
         batch: list[Envelope] = []  # the batch being written; lost with the rest on failure
@@ -302,14 +305,8 @@ class _Peer:
                 await self.channel.write(encode_batch(batch))
                 _call_all(notify)
                 notify = []
-        except BaseException as exc:  # every failure of this peer ends here
-            err = translate_error(exc, self.addr)
-            err.__cause__ = exc
-            self.failed = err
-            lost, self.queue = batch + self.queue, []
-            _call_all(notify + self.written)
-            self.written = []
-            self.transport._peer_failed(self, lost, err)
+        except BaseException as exc:
+            self._fail(exc, batch, notify)
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
@@ -328,9 +325,7 @@ class _Peer:
     def _closed_under_us(self, exc: BaseException) -> None:
         """The connection broke while idle (the peer exited): fail now, not at the next write."""
         if self.failed is None and self.task is None and self.transport._peers.get(self.addr) is self:
-            err = translate_error(exc, self.addr)
-            self.failed = err
-            self.transport._peer_failed(self, [], err)
+            self._fail(exc, [], [])
 
     async def close(self) -> None:
         if self.task is not None:
