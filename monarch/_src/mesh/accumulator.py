@@ -38,13 +38,14 @@ class Accumulator(Generic[P, R, A]):
         """Call the endpoint on every actor; fold the replies, in arrival order, into one value."""
         futures = list(self._endpoint.stream(*args, **kwargs))
         if not futures:
-            return Future._from_value(self._identity)
+            return Future.from_value(self._identity)
 
         def fold(_: Any) -> A:
             acc = self._identity
             for fut in futures:  # the stream's k-th future is the k-th reply to arrive
-                acc = self._combine(acc, fut._outcome())
+                acc = self._combine(acc, fut.outcome())
             return acc
 
-        # Stream futures complete in order, so the last one completing means all did.
-        return Future._create(futures[-1]._cf, fold)
+        # Stream futures complete in order, so the last one completing means all did; its
+        # error, if it failed, is the one its own readers see.
+        return futures[-1].map(fold)

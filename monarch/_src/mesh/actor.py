@@ -42,7 +42,7 @@ class EndpointProperty:
         self._instrument = instrument
         self._concurrent = concurrent  # started as a task; the actor moves on at once
         self._is_async = inspect.iscoroutinefunction(method)
-        functools.update_wrapper(self, method)  # type: ignore[arg-type]
+        functools.update_wrapper(self, method)
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._name = name

@@ -8,10 +8,10 @@ mailbox; a rank's address is its proc's address plus that key.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh.actor import endpoints_of
+from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
@@ -35,6 +35,19 @@ T = TypeVar("T")
 class ActorMesh(MeshTrait, Generic[T]):
     """A mesh of actors of one class; attributes named after its endpoints are `Endpoint`s."""
 
+    _class: type
+    _name: str  # spawn name
+    _key: str  # the actors' key in every proc's mailbox
+    _proc_mesh: ProcMesh  # the (root) proc mesh the actors live on
+    _mesh_shape: Shape  # over global proc ranks of `_proc_mesh`
+    _owned: bool  # only the owned mesh may be stopped
+    _stopped: str | None  # reason, once this owned mesh was stopped
+    _endpoints: dict[str, EndpointProperty]
+    _cache: dict[str, Any]  # name -> Endpoint, built on first access
+    _plan: CastPlan | None  # built on first use
+    _spawned_ranks: list[int]  # global proc ranks of the mesh as spawned
+    _local: dict[int, int] | None  # built from _spawned_ranks on first use
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
             "ActorMesh cannot be constructed directly. Spawn one with "
@@ -54,17 +67,17 @@ class ActorMesh(MeshTrait, Generic[T]):
     ) -> ActorMesh[Any]:
         mesh = object.__new__(cls)
         mesh._class = actor_class
-        mesh._name = name  # spawn name
-        mesh._key = key  # the actors' key in every proc's mailbox
-        mesh._proc_mesh = proc_mesh  # the (root) proc mesh the actors live on
-        mesh._mesh_shape = shape  # over global proc ranks of `_proc_mesh`
-        mesh._owned = owned  # only the owned mesh may be stopped
-        mesh._stopped: str | None = None  # reason, once this owned mesh was stopped
+        mesh._name = name
+        mesh._key = key
+        mesh._proc_mesh = proc_mesh
+        mesh._mesh_shape = shape
+        mesh._owned = owned
+        mesh._stopped = None
         mesh._endpoints = endpoints_of(actor_class)
-        mesh._cache: dict[str, Any] = {}  # name -> Endpoint, built on first access
-        mesh._plan: CastPlan | None = None  # built on first use
+        mesh._cache = {}
+        mesh._plan = None
         mesh._spawned_ranks = shape.ranks() if spawned_ranks is None else spawned_ranks
-        mesh._local: dict[int, int] | None = None  # built from _spawned_ranks on first use
+        mesh._local = None
         return mesh
 
     # ---- mesh protocol --------------------------------------------------------------------
@@ -78,7 +91,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             spawned_ranks=self._spawned_ranks,
         )
         sliced._stopped = self._stopped
-        return sliced  # type: ignore[return-value]
+        return sliced
 
     def _cast_plan(self) -> CastPlan:
         """The targets of a cast (see `casting.CastPlan`), built on first use."""
@@ -205,7 +218,7 @@ class ActorMesh(MeshTrait, Generic[T]):
                     raise RuntimeError(f"error spawning actor mesh {self._name}: {exc}") from exc
             return None
 
-        return Future._create(outcome, check)
+        return Future.from_concurrent(outcome, check)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every actor gracefully: queued messages first, then `__cleanup__`."""
@@ -214,8 +227,9 @@ class ActorMesh(MeshTrait, Generic[T]):
                 f"Cannot call stop on an ActorMeshRef ({self._name}): only the owner's mesh, the "
                 "one spawn returned, can be stopped."
             )
-        # Monarch's stop future resolves to an empty tuple.
-        return Future._create(self._stop_owned(reason), lambda _: ())
+        # Monarch's stop future resolves to an empty tuple (typed as None there too).
+        empty: Callable[[Any], Any] = lambda _: ()
+        return Future.from_concurrent(self._stop_owned(reason), empty)
 
     def _stop_owned(self, reason: str) -> concurrent.futures.Future[Any]:
         if self._stopped is not None:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.context import current_instance
-from monarch._src.runtime.envelope import CALL, Call
+from monarch._src.runtime.envelope import CALL, Call, Envelope
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -137,6 +137,7 @@ def post_call(
         # Reply ports in the arguments: if a target's proc dies before answering them, this
         # process answers them with the failure (registered before the calls are routed).
         mailbox.ports_handed(handed, cast.procs_of(local_ranks))
+    posts: list[tuple[str, Envelope]]
     if reply_for is None:
         sender = None if reply is not None else current_instance().actor_key
         posts = [

@@ -39,7 +39,7 @@ def get_or_spawn_controller(name: str, Class: type, *args: Any, **kwargs: Any) -
     root = root_address(rt)
     port = rt.mailbox.open_port(entry, (root,))
     rt.mailbox.post(root, Control(CONTROL, "get_or_spawn_controller", (name, payload), port))
-    return Future._create(entry.cf, decode_reply)
+    return Future.from_concurrent(entry.cf, decode_reply)
 
 
 def root_address(rt: Runtime) -> str:

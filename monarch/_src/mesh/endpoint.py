@@ -174,7 +174,7 @@ class Endpoint(Generic[P, R]):
         payload = self._encode_args(args, kwargs)
         refused = self._refused()
         if refused is not None:
-            return Future._create(refused, None, self._supervision)
+            return Future.from_concurrent(refused, None, self._supervision)
         entry = OncePort()
         mesh = self._mesh
         reply = get_runtime().mailbox.open_port(entry, (casting.plan(mesh).proc_of(rank),))
@@ -185,14 +185,14 @@ class Endpoint(Generic[P, R]):
             traffic.count_answered(mesh._key, spawned)
             return self._decode_one(raw)
 
-        return Future._create(entry.cf, decode, self._supervision)
+        return Future.from_concurrent(entry.cf, decode, self._supervision)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
         payload = self._encode_args(args, kwargs)
         refused = self._refused()
         if refused is not None:
-            return Future._create(refused, None, self._supervision)
+            return Future.from_concurrent(refused, None, self._supervision)
         mesh = self._mesh
         n = len(mesh)
         entry = GatherPort(n)
@@ -207,20 +207,20 @@ class Endpoint(Generic[P, R]):
                 traffic.count_answered(mesh._key, rank)
             return ValueMesh(shape, [self._decode_one(r) for r in replies])
 
-        return Future._create(entry.cf, gather, self._supervision)
+        return Future.from_concurrent(entry.cf, gather, self._supervision)
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
         payload = self._encode_args(args, kwargs)
         refused = self._refused()
         if refused is not None:
-            return iter([Future._create(refused, None, self._supervision)
+            return iter([Future.from_concurrent(refused, None, self._supervision)
                          for _ in range(len(self._mesh))])
         mesh = self._mesh
         entry = StreamPort(len(mesh))
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
-        futures = [Future._create(cf, self._decode_one, self._supervision) for cf in entry.cfs]
+        futures = [Future.from_concurrent(cf, self._decode_one, self._supervision) for cf in entry.cfs]
         return iter(futures)
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:

@@ -263,9 +263,9 @@ class HostedActor:
         prop = self.endpoints.get(method)
         fn = getattr(self.obj, method, None)
         if fn is None:
-            exc = AttributeError(f"{self._display} has no endpoint named {method!r}.")
+            missing = AttributeError(f"{self._display} has no endpoint named {method!r}.")
             if reply is not None:
-                self._send_error(reply, cast[0], self._actor_error(method, exc))
+                self._send_error(reply, cast[0], self._actor_error(method, missing))
             return None
         explicit = prop is not None and prop._explicit_response_port
         if explicit:
@@ -359,6 +359,7 @@ class HostedActor:
         try:
             self.mailbox.reply_error(reply, err, rank)
         except Exception as exc:  # e.g. an exception whose arguments cannot be pickled
+            fallback: BaseException
             if isinstance(err, ActorError):
                 fallback = ActorError(RuntimeError(repr(err.exception)), err.message,
                                       err.exception_formatted)

@@ -16,6 +16,7 @@ from monarch._src.runtime.envelope import (
     PORT_CLOSED,
     PORT_ERROR,
     PORT_VALUE,
+    PortAddr,
     PortMsg,
     encode,
 )
@@ -88,6 +89,14 @@ class Port(Generic[R]):
 
     __slots__ = ("_addr", "_rank", "_once", "_holder", "return_undeliverable")
 
+    _addr: PortAddr  # (proc address, port id) of the receiving end
+    _rank: int | None  # the rank each message carries (for ranked receivers), or None
+    _once: bool  # the receiver takes one message from this sender (a reply port)
+    # The actor in this process that received this port and answers for it if it fails
+    # (`PortHolder`), or None (the client, or a port opened here). Not pickled.
+    _holder: PortHolder | None
+    return_undeliverable: bool
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
             "Port cannot be constructed directly. Open one with Channel.open(), or receive one "
@@ -99,11 +108,9 @@ class Port(Generic[R]):
         cls, addr: tuple[str, int], rank: int | None = None, once: bool = False
     ) -> Port[Any]:
         port = object.__new__(cls)
-        port._addr = addr  # (proc address, port id) of the receiving end
-        port._rank = rank  # the rank each message carries (for ranked receivers), or None
-        port._once = once  # the receiver takes one message from this sender (a reply port)
-        # The actor in this process that received this port and answers for it if it fails
-        # (`PortHolder`), or None (the client, or a port opened here). Not pickled.
+        port._addr = addr
+        port._rank = rank
+        port._once = once
         port._holder = None
         port.return_undeliverable = True
         return port
@@ -149,6 +156,9 @@ class Port(Generic[R]):
 class PortReceiver(Generic[R]):
     """The receiving end of a channel, in the process that opened it."""
 
+    _entry: QueuePort
+    _addr: PortAddr
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("PortReceiver cannot be constructed directly. Use Channel.open().")
 
@@ -161,7 +171,7 @@ class PortReceiver(Generic[R]):
 
     def recv(self) -> Future[R]:
         """A future of the next message, in order."""
-        return Future._create(self._entry.take(), decode_ranked(self._entry.ranked))
+        return Future.from_concurrent(self._entry.take(), decode_ranked(self._entry.ranked))
 
     def __reduce__(self) -> tuple[Any, ...]:
         raise TypeError(

@@ -200,6 +200,14 @@ def _actor_report(table: ProcTable, mesh_key: str, mesh_rank: int, report: str) 
 class ProcMesh(MeshTrait):
     """A mesh of OS processes; `spawn` places one actor on each."""
 
+    _table: ProcTable  # shared by the mesh, its slices and the owner's unpickled copies
+    _mesh_shape: Shape  # over the table's global ranks
+    _host: HostMesh | None  # the host mesh it was spawned from (None for references)
+    _name: str
+    _owned: bool  # only the owned mesh may be stopped
+    _id: str  # shared by slices and references: the key of the owner's registry
+    _owner_addr: str  # the owner's process, which serves references (`fetch_proc_mesh`)
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
             "ProcMesh cannot be constructed directly. Use this_host().spawn_procs(...) or "
@@ -220,8 +228,8 @@ class ProcMesh(MeshTrait):
     ) -> ProcMesh:
         pm = object.__new__(cls)
         pm._table = table
-        pm._mesh_shape = shape  # over the table's global ranks
-        pm._host = host  # the host mesh it was spawned from (None for references)
+        pm._mesh_shape = shape
+        pm._host = host
         pm._name = name
         pm._owned = owned
         pm._id = mesh_id or f"{name}-{uuid.uuid4().hex[:8]}"
@@ -295,13 +303,13 @@ class ProcMesh(MeshTrait):
     @property
     def initialized(self) -> Future[bool]:
         """Resolves to True once every proc is up."""
-        return Future._create(self._table.ready, lambda _: True)
+        return Future.from_concurrent(self._table.ready, lambda _: True)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every actor and proc of this mesh. Only the owner's mesh can be stopped."""
         if not self._owned:
             raise ValueError("ProcMesh is not owned; must be stopped by an owner")
-        return Future._create(self._stop_owned(reason))
+        return Future.from_concurrent(self._stop_owned(reason))
 
     def _stop_owned(self, reason: str) -> concurrent.futures.Future[None]:
         if self._host is None:
@@ -409,11 +417,13 @@ class ProcMesh(MeshTrait):
 
     def rank_tensors(self) -> dict[str, Any]:
         """Dimension -> `rank_tensor(dimension)`."""
-        return self._device_mesh().ranks
+        ranks: dict[str, Any] = self._device_mesh().ranks
+        return ranks
 
     def to_table(self) -> str:
         """A text table of every point's coordinates and its proc's engine rank."""
-        return self._device_mesh().to_table()
+        table: str = self._device_mesh().to_table()
+        return table
 
 
 def _rebuild_proc_mesh(

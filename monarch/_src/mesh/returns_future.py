@@ -28,9 +28,9 @@ from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from monarch._src.runtime.future import (
-    _GET_IN_LOOP_WARNING,
+    GET_IN_LOOP_WARNING,
     Future,
-    _check_timeout,
+    check_timeout,
     loop_running_here,
 )
 
@@ -42,15 +42,23 @@ T = TypeVar("T")
 class _BodyFuture(Future[Any]):
     """A Future whose outcome is a coroutine's, started by its first observer."""
 
-    __slots__ = ("_body", "_take_lock", "_tasks")
+    __slots__ = ("_body", "_take_lock", "_tasks", "_result")
+
+    _body: tuple[Coroutine[Any, Any, Any], contextvars.Context] | None  # until first observed
+    _take_lock: threading.Lock
+    _tasks: list[asyncio.Task[Any]]  # the body's task once started (asyncio holds it weakly)
+    _result: concurrent.futures.Future[Any]  # this future's own: the body's outcome goes here
 
     @classmethod
     def _of(cls, coro: Coroutine[Any, Any, Any], ctx: contextvars.Context) -> _BodyFuture:
-        fut = cls._create(concurrent.futures.Future())
-        fut._body = (coro, ctx)  # until the first observer takes it
+        result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        fut = cls.from_concurrent(result)
+        assert isinstance(fut, _BodyFuture)
+        fut._result = result
+        fut._body = (coro, ctx)
         fut._take_lock = threading.Lock()
-        fut._tasks = []  # the body's task once started (held: asyncio keeps tasks weakly)
-        return fut  # type: ignore[return-value]
+        fut._tasks = []
+        return fut
 
     def _take(self) -> tuple[Coroutine[Any, Any, Any], contextvars.Context] | None:
         with self._take_lock:
@@ -66,18 +74,18 @@ class _BodyFuture(Future[Any]):
         return task
 
     def _publish(self, task: asyncio.Task[Any]) -> None:
-        if self._cf.done():  # a timeout or interrupt already decided the outcome
+        if self._result.done():  # a timeout or interrupt already decided the outcome
             return
         if task.cancelled():
-            self._cf.set_exception(asyncio.CancelledError())
+            self._result.set_exception(asyncio.CancelledError())
         elif task.exception() is not None:
-            self._cf.set_exception(task.exception())  # type: ignore[arg-type]
+            self._result.set_exception(task.exception())
         else:
-            self._cf.set_result(task.result())
+            self._result.set_result(task.result())
 
     def _fail(self, exc: BaseException) -> None:
-        if not self._cf.done():
-            self._cf.set_exception(exc)
+        if not self._result.done():
+            self._result.set_exception(exc)
 
     def _drive(self, body: tuple[Coroutine[Any, Any, Any], contextvars.Context],
                timeout: float | None) -> None:
@@ -110,12 +118,12 @@ class _BodyFuture(Future[Any]):
                 loop.close()
 
     def get(self, timeout: float | None = None) -> Any:
-        _check_timeout(timeout)
+        check_timeout(timeout)
         body = self._body
         if body is None:
             return super().get(timeout)
         if loop_running_here():
-            warnings.warn(_GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
+            warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
         body = self._take()
         if body is None:  # another observer took it meanwhile
             return Future.get(self, timeout)

@@ -167,7 +167,8 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     global_ranks = cast.ranks
     ports = engine.rref_ports()
     encoded = casting.encode_args(ep, args, kwargs)
-    token, shards, payload = 0, (), encoded
+    token, payload = 0, encoded
+    shards: tuple[int, ...] = ()
     if isinstance(encoded, TensorArgs):
         if encoded.sends.engine is not engine:
             raise ValueError(

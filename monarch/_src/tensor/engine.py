@@ -105,7 +105,7 @@ class Engine:
     def __init__(self, proc_mesh: ProcMesh, workers: Any = None) -> None:
         """Spawn `TensorWorker`s on `proc_mesh`; or, with `workers`, hand every batch and worker
         request to that object instead (the seam another backend, the simulator, plugs into)."""
-        import torch.distributed as dist
+        from torch._C._distributed_c10d import TCPStore
 
         from monarch._src.tensor import actor_calls  # noqa: F401 - installs the endpoint hook
         from monarch._src.tensor.worker import TensorWorker
@@ -118,7 +118,7 @@ class Engine:
         self.timeout = parse_duration_seconds(str(config_get("tensor_engine_timeout")))
         if workers is None:
             # The rendezvous for process groups; workers connect as clients on first collective.
-            self.store: Any = dist.TCPStore(
+            self.store: Any = TCPStore(
                 "127.0.0.1", 0, is_master=True, wait_for_workers=False, use_libuv=True,
             )
             store_addr = ("127.0.0.1", self.store.port)
@@ -264,7 +264,7 @@ class Engine:
                 raise self.remote_exception(value, here)
             return transform(value)
 
-        return Future._create(entry.cf, decode)
+        return Future.from_concurrent(entry.cf, decode)
 
     def remote_exception(self, error: WorkerError, here: Any = None) -> RemoteException:
         """The controller-side exception for a worker's poison record (`here`: the stack of
