@@ -49,10 +49,11 @@ _installed = False
 
 def flush_logs(timeout: float = 10.0) -> None:
     """Wait until every line the procs of this process wrote so far reached its output."""
-    from monarch._src.hosts import local
+    from monarch._src.mesh.host_agent import agents
 
-    agent = local._agent
-    if agent is not None:
+    for agent in agents():
+        if not agent.is_local:  # remote hosts' lines come when they come
+            continue
         try:
             agent.flush_logs().result(timeout=timeout)
         except Exception:  # a flush that cannot finish must not break the notebook
@@ -74,7 +75,7 @@ def install(ipython: Any = None) -> None:
         return
     _installed = True
     try:
-        import nest_asyncio
+        import nest_asyncio  # type: ignore[import-untyped]  # nest_asyncio ships no types
 
         nest_asyncio.apply()
     except ImportError:  # asyncio.run in cells needs the notebook extra; await works regardless

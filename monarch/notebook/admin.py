@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import threading
-import ipywidgets
+import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from monarch._src.admin.model import AdminModel, Snapshot, find_proc
 from monarch._src.admin.stacks import StackDump, dump_stacks
@@ -60,7 +60,7 @@ def render_html(view: Snapshot) -> str:
             f"<b>Recent failures</b>{failures}")
 
 
-class AdminView(ipywidgets.VBox):
+class AdminView(ipywidgets.VBox):  # type: ignore[misc]  # VBox is untyped (Any)
     """A live admin view of this client's hosts, procs and actors.
 
     A daemon thread calls `refresh()` at most `refresh_hz` times a second (never if 0) until

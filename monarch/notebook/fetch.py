@@ -12,8 +12,9 @@ import html
 import math
 from typing import Any
 
-import ipywidgets
+import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
+from monarch._src.mesh.casting import target
 from monarch._src.mesh.endpoint import Endpoint
 
 __all__ = ["FetchView", "describe"]
@@ -85,7 +86,7 @@ def describe(value: Any) -> str:
     return "".join(out)
 
 
-class FetchView(ipywidgets.VBox):
+class FetchView(ipywidgets.VBox):  # type: ignore[misc]  # VBox is untyped (Any)
     """Dropdowns for the coordinates of `endpoint`'s mesh, and the value it returns there."""
 
     def __init__(self, endpoint: Endpoint[..., Any], *args: Any, **kwargs: Any) -> None:
@@ -97,7 +98,7 @@ class FetchView(ipywidgets.VBox):
         self._endpoint = endpoint
         self._args = args
         self._kwargs = kwargs
-        extent = endpoint._mesh.extent
+        extent = target(endpoint).mesh.extent
         self.pickers = {
             label: ipywidgets.Dropdown(options=list(range(size)), value=0, description=label)
             for label, size in zip(extent.labels, extent.sizes)
@@ -115,8 +116,8 @@ class FetchView(ipywidgets.VBox):
 
     def fetch(self) -> Any:
         """Call the endpoint at the chosen point, show the value, and return it."""
-        mesh = self._endpoint._mesh.slice(**self.point)
-        one = getattr(mesh, self._endpoint._name)
+        where = target(self._endpoint)
+        one = getattr(where.mesh.slice(**self.point), where.method)
         try:
             value = one.call_one(*self._args, **self._kwargs).get(timeout=60)
         except Exception as exc:  # shown, not raised: the view stays usable

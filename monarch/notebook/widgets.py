@@ -1,8 +1,8 @@
 """Live notebook widgets for meshes: `MeshView` (a grid of ranks) and `spawn_progress`.
 
 The HTML reprs in `monarch._src.mesh.html` are snapshots: they show the state of each rank when
-the cell ran. These widgets poll the same runtime state (the ownership tree and the proc table)
-from a daemon thread at a bounded rate and push only what changed to the frontend, so a notebook
+the cell ran. These widgets poll the same runtime state (`rank_states()` of the mesh, one
+`mesh.rank_state.RankState` per rank, and the proc table) from a daemon thread at a bounded rate and push only what changed to the frontend, so a notebook
 watches ranks start, fail and stop without re-running a cell. Pushing events from the runtime
 instead was rejected: the runtime would then depend on ipywidgets, and a burst of failures would
 turn into a burst of comm messages; polling bounds both.
@@ -17,17 +17,19 @@ import socket
 import threading
 from typing import Any, Callable
 
-import ipywidgets
+import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.actor_mesh import ActorMesh
+from monarch._src.mesh.casting import CastPlan, plan
 from monarch._src.mesh.html import STATE_COLORS
-from monarch._src.mesh.proc_mesh import ProcMesh
+from monarch._src.mesh.proc_mesh import ProcMesh, proc_table
+from monarch._src.mesh.rank_state import Health
 from monarch._src.shape import Extent
 
 __all__ = ["MeshView", "spawn_progress"]
 
-_STATE_ORDER = ("starting", "running", "failed", "stopped")
+_STATE_ORDER = tuple(health.value for health in Health)  # the summary's order
 # Above this many ranks the grid is not drawn (the frontend would get one widget per rank).
 _MAX_CELLS = 1024
 _CELL_STYLE = (
@@ -35,24 +37,35 @@ _CELL_STYLE = (
     "font-family:monospace;font-size:12px"
 )
 _HOST = socket.gethostname()  # the embedded local host's name (every proc runs here for now)
-# (state, detail) of one rank; detail is the failure report, the stop reason, or "".
-RankState = tuple[str, str]
+# (state, detail, pid) of one rank as shown; detail is the failure report, the stop reason, or "".
+Shown = tuple[str, str, int | None]
 
 
-def _proc_states(mesh: ProcMesh) -> list[tuple[RankState, int | None]]:
-    return [((state, detail), pid) for state, detail, pid in mesh._rank_states()]
+def _proc_states(mesh: ProcMesh) -> list[Shown]:
+    return [(r.state.value, r.detail, r.pid) for r in mesh.rank_states()]
 
 
-def _actor_states(mesh: ActorMesh[Any]) -> list[tuple[RankState, int | None]]:
-    """`ActorMesh._rank_states`, with who and where each rank is and its message counts."""
-    local = mesh._local_ranks()
-    out: list[tuple[RankState, int | None]] = []
-    for g, (state, detail, pid) in zip(mesh._cast_plan()[0], mesh._rank_states()):
-        rank = local[g]
-        flow = (f"actor {mesh._name} on {_HOST}; messages out "
-                f"{traffic.sent[(mesh._key, rank)]}, replies in "
-                f"{traffic.answered[(mesh._key, rank)]}")
-        out.append(((state, f"{detail}\n{flow}" if detail else flow), pid))
+def _spawned_ranks(cast: CastPlan) -> dict[int, int]:
+    """Global proc rank -> the actor's rank in its mesh as spawned (how the message counters
+    of `mesh.traffic` count it). The proc table lists the meshes spawned from this process; a
+    reference to a mesh spawned elsewhere counts its own ranks."""
+    for key, _name, _creator, ranks in proc_table(cast.proc_mesh).actor_meshes:
+        if key == cast.actor_key:
+            return {g: i for i, g in enumerate(ranks)}
+    return {g: i for i, g in enumerate(cast.ranks)}
+
+
+def _actor_states(mesh: ActorMesh[Any]) -> list[Shown]:
+    """`ActorMesh.rank_states()`, with who and where each rank is and its message counts."""
+    cast = plan(mesh)
+    spawned = _spawned_ranks(cast)
+    out: list[Shown] = []
+    for r in mesh.rank_states():
+        rank = spawned[r.proc_rank]
+        flow = (f"actor {cast.mesh_name} on {_HOST}; messages out "
+                f"{traffic.sent[(cast.actor_key, rank)]}, replies in "
+                f"{traffic.answered[(cast.actor_key, rank)]}")
+        out.append((r.state.value, f"{r.detail}\n{flow}" if r.detail else flow, r.pid))
     return out
 
 
@@ -75,7 +88,7 @@ def _grid_columns(extent: Extent) -> int:
     return 1  # zero dimensions: one cell; three or more: one row per rank
 
 
-class MeshView(ipywidgets.VBox):
+class MeshView(ipywidgets.VBox):  # type: ignore[misc]  # VBox is untyped (Any)
     """A live grid of the ranks of an `ActorMesh` or `ProcMesh`, coloured by state.
 
     A daemon thread calls `refresh()` at most `refresh_hz` times a second (never, if
@@ -86,12 +99,11 @@ class MeshView(ipywidgets.VBox):
 
     def __init__(self, mesh: ActorMesh[Any] | ProcMesh, refresh_hz: float = 4.0) -> None:
         if isinstance(mesh, ActorMesh):
-            kind = f"ActorMesh of {mesh._class.__qualname__}"
-            self._states_of: Callable[[], list[tuple[RankState, int | None]]] = (
-                lambda: _actor_states(mesh)
-            )
+            cast = plan(mesh)
+            kind, name = f"ActorMesh of {cast.actor_class.__qualname__}", cast.mesh_name
+            self._states_of: Callable[[], list[Shown]] = lambda: _actor_states(mesh)
         elif isinstance(mesh, ProcMesh):
-            kind = "ProcMesh"
+            kind, name = "ProcMesh", proc_table(mesh).name
             self._states_of = lambda: _proc_states(mesh)
         else:
             raise TypeError(
@@ -104,11 +116,10 @@ class MeshView(ipywidgets.VBox):
         self._kind = kind
         self._lock = threading.Lock()  # serializes refresh() between the thread and callers
         self._closed = threading.Event()  # set by close(); ends the refresh thread
-        # (state, detail, pid) per rank as last shown; None until the first refresh.
-        self._shown: list[tuple[str, str, int | None]] | None = None
+        self._shown: list[Shown] | None = None  # per rank as last shown; None until a refresh
         n = self._extent.nelements
         self.header = ipywidgets.HTML(
-            f"<b>{html.escape(kind)}</b> {html.escape(mesh._name)} "
+            f"<b>{html.escape(kind)}</b> {html.escape(name)} "
             f"<code>{html.escape(repr(self._extent))}</code>"
         )
         self.summary = ipywidgets.HTML("")
@@ -150,7 +161,7 @@ class MeshView(ipywidgets.VBox):
         with self._lock:
             if self._closed.is_set():
                 return
-            new = [(state, detail, pid) for (state, detail), pid in self._states_of()]
+            new = self._states_of()
             old = self._shown
             for rank, entry in enumerate(new):
                 if rank < len(self.cells) and (old is None or old[rank] != entry):
@@ -162,7 +173,7 @@ class MeshView(ipywidgets.VBox):
                     f"{counts[s]} {s}" for s in _STATE_ORDER if s in counts
                 )
 
-    def _draw_cell(self, rank: int, entry: tuple[str, str, int | None]) -> None:
+    def _draw_cell(self, rank: int, entry: Shown) -> None:
         state, detail, pid = entry
         tip = f"rank {rank} {_coords(rank, self._extent)}: {state}"
         if pid is not None:
@@ -207,7 +218,7 @@ def _stop_polling(widget: ipywidgets.Box) -> None:
         child.close()
 
 
-class SpawnProgress(ipywidgets.HBox):
+class SpawnProgress(ipywidgets.HBox):  # type: ignore[misc]  # HBox is untyped (Any)
     """A bar and a label "procs up: k/n" for a proc mesh that is starting.
 
     Polls the proc table at most `refresh_hz` times a second until its `ready` future is done;
@@ -221,8 +232,8 @@ class SpawnProgress(ipywidgets.HBox):
             )
         if refresh_hz <= 0:
             raise ValueError(f"spawn_progress needs refresh_hz > 0, got {refresh_hz}.")
-        self._table = proc_mesh._table
-        self._ranks = proc_mesh._mesh_shape.ranks()
+        self._table = proc_table(proc_mesh)
+        self._ranks = [r.proc_rank for r in proc_mesh.rank_states()]
         self._lock = threading.Lock()
         self._closed = threading.Event()  # set by close() or once `ready` is done
         self.bar = ipywidgets.IntProgress(value=0, min=0, max=len(self._ranks))

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monarch._src.runtime import runtime as runtime_module
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_started
 
@@ -148,7 +148,7 @@ def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> 
         return _dump(rt, py_spy, False)
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (address,))
-    rt.mailbox.post(address, (CONTROL, "stacks", (py_spy,), port))
+    rt.mailbox.post(address, Control(CONTROL, "stacks", (py_spy,), port))
     try:
         reply = entry.cf.result(timeout=timeout)
     except TimeoutError:

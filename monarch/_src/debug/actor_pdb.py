@@ -27,7 +27,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.runtime import Runtime
 
 __all__ = ["ActorPdb", "debug_idle_timeout", "deliver_input", "open_session"]
@@ -83,8 +83,8 @@ class _Channel:
         text = "".join(self._buffer)
         self._buffer.clear()
         if text or waiting:
-            self.rt.mailbox.post(self.root, (CONTROL, "debug_output", (self.sid, text, waiting),
-                                             None))
+            self.rt.mailbox.post(
+                self.root, Control(CONTROL, "debug_output", (self.sid, text, waiting), None))
 
     # -- stdin ------------------------------------------------------------------------------
     def readline(self) -> str:
@@ -110,7 +110,7 @@ class _Channel:
             return
         self.ended = True
         self.post()
-        self.rt.mailbox.post(self.root, (CONTROL, "debug_end", (self.sid, reason), None))
+        self.rt.mailbox.post(self.root, Control(CONTROL, "debug_end", (self.sid, reason), None))
         with _inputs_lock:
             _inputs.pop(self.sid, None)
 
@@ -133,7 +133,7 @@ def open_session(rt: Runtime, actor: Any, kind: str, where: str) -> _Channel:
         "address": rt.address,  # where debug_input goes
         "pid": os.getpid(),
     }
-    rt.mailbox.post(root, (CONTROL, "debug_register", (sid, details), None))
+    rt.mailbox.post(root, Control(CONTROL, "debug_register", (sid, details), None))
     return _Channel(rt, sid, root)
 
 

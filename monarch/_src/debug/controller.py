@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, TextIO
 
 from monarch._src.admin.model import set_paused_source
 from monarch._src.debug.agent import POST_MORTEM_ENV, set_local_post_mortem
-from monarch._src.runtime.envelope import CONTROL
+from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.runtime import get_runtime
 
 __all__ = ["DebugController", "DebugSession", "debug_controller", "debug_controller_here"]
@@ -105,7 +105,8 @@ class DebugSession:
             raise RuntimeError(f"The debug session of {self.info.display} has ended; the actor "
                                "is running again.")
         self.waiting = False
-        get_runtime().mailbox.post(self.address, (CONTROL, "debug_input", (self.sid, line), None))
+        get_runtime().mailbox.post(
+            self.address, Control(CONTROL, "debug_input", (self.sid, line), None))
 
 
 class DebugController:
@@ -267,7 +268,7 @@ class DebugController:
         set_local_post_mortem(enabled)
         rt = get_runtime()
         for addr in _live_proc_addresses():
-            rt.mailbox.post(addr, (CONTROL, "debug_mode", (enabled,), None))
+            rt.mailbox.post(addr, Control(CONTROL, "debug_mode", (enabled,), None))
 
     def ensure_server(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
         """Start the control server (`monarch debug`, `monarch stacks`, `monarch top` connect

@@ -192,7 +192,7 @@ def exec_command(
             result.set_exception(exc)
 
     threading.Thread(target=work, name="monarch-exec", daemon=True).start()
-    return Future._create(result)
+    return Future.from_concurrent(result)
 
 
 def _run(

@@ -311,15 +311,18 @@ class KubernetesJob(JobTrait):
     def _through_attach_to(self, found: dict[str, list[str]]) -> dict[str, list[str]]:
         """attach_to reaches one pod (a port-forward goes to one pod): the job must have
         exactly one; its mesh is attached through that address."""
+        attach_to = self._attach_to
+        if attach_to is None:  # nothing to go through
+            return found
         pods = sum(len(addresses) for addresses in found.values())
         if pods != 1:
             raise ValueError(
-                f"KubernetesJob(attach_to={self._attach_to!r}) reaches a single pod, but this "
+                f"KubernetesJob(attach_to={attach_to!r}) reaches a single pod, but this "
                 f"job has {pods} pods ({', '.join(f'{n}: {len(a)}' for n, a in found.items())}). "
                 "Run the client inside the cluster (without attach_to), or make the pods' "
                 "addresses routable from here."
             )
-        return {name: [self._attach_to] if addresses else [] for name, addresses in found.items()}
+        return {name: [attach_to] if addresses else [] for name, addresses in found.items()}
 
     def _kill(self) -> None:
         shutdown_quietly(self._live_hosts.values())

@@ -30,6 +30,8 @@ __all__ = ["PortForwarder"]
 
 _LOOPBACK = "127.0.0.1"
 _CHUNK = 64 * 1024
+# What a forward's ports carry: ("data", bytes), ("eof",) or ("abort",).
+_Message = tuple[Any, ...]
 
 
 def _check_port(what: str, port: Any) -> int:
@@ -134,7 +136,7 @@ class _Dialer(Actor):
     async def connect(self, to_listener: Any) -> Any:
         assert self._port is not None, "configure() comes first"
         reader, writer = await asyncio.open_connection(_LOOPBACK, self._port)
-        to_me, receive = Channel.open()
+        to_me, receive = Channel[_Message].open()
         self._relay.start(reader, writer, to_listener, receive)
         return to_me
 
@@ -159,7 +161,7 @@ class _Listener(Actor):
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            to_me, receive = Channel.open()
+            to_me, receive = Channel[_Message].open()
             to_dialer = await self._dialer.connect.call_one(to_me)
         except Exception:  # noqa: BLE001 - the service cannot be reached: drop the client
             writer.transport.abort()
