@@ -64,7 +64,7 @@ def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
     result: concurrent.futures.Future[Any] = concurrent.futures.Future()
     if not ops:
         result.set_result(None)
-        return Future._create(result)
+        return Future.from_concurrent(result)
     lock = threading.Lock()
     left = [len(ops)]
     errors: list[BaseException] = []
@@ -84,7 +84,7 @@ def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
 
     for op in ops:
         pool.submit(transfer.run_op, op, deadline).add_done_callback(one_done)
-    return Future._create(result)
+    return Future.from_concurrent(result)
 
 
 class RDMABuffer:
@@ -195,7 +195,7 @@ class RDMABuffer:
     def _dropped_future(self) -> Future[None] | None:
         if not self._dropped:
             return None
-        return Future._from_exception(transfer._dropped(self._handle))
+        return Future.from_exception(transfer._dropped(self._handle))
 
     def read_into(self, dst: Any, *, timeout: float = 60) -> Future[None]:
         """Copy the whole buffer into the leading bytes of local `dst` (1-D contiguous)."""
@@ -213,7 +213,7 @@ class RDMABuffer:
         """Release the registration; later transfers through any handle of it fail."""
         h = self._handle
         if self._dropped:
-            return Future._from_value(None)
+            return Future.from_value(None)
         self._dropped = True
         from monarch._src.rdma.manager import manager_if_started
 
@@ -221,10 +221,10 @@ class RDMABuffer:
         if mgr is not None and h.pid == os.getpid() and h.host == host_identity():
             mgr.drop(h.buffer_id, h.token)
             self._data = None
-            return Future._from_value(None)
+            return Future.from_value(None)
         from monarch._src.rdma.control import ask
 
-        return Future._create(transfer.worker_pool().submit(
+        return Future.from_concurrent(transfer.worker_pool().submit(
             ask, h.owner_addr, "rdma_drop", (h.buffer_id, h.token), 60.0))
 
 

@@ -124,7 +124,7 @@ class SimEngine(Engine):
 
             with no_mesh.activate():
                 value = self._fake_values(rank, tree)
-            return Future._from_value(transform(value))
+            return Future.from_value(transform(value))
         if method in ("run_function", "call"):
             from monarch._src.tensor.worker import resolve_function
 
@@ -136,7 +136,7 @@ class SimEngine(Engine):
             with no_mesh.activate():
                 values = self._fake_values(rank, (fargs, fkwargs))
                 result = resolve_function(fn)(*values[0], **values[1])
-            return Future._from_value(transform(result))
+            return Future.from_value(transform(result))
         raise NotImplementedError(
             f"The simulator cannot answer worker request {method!r}; it simulates fetch_shard, "
             "inspect and call_on_shard_and_fetch."

@@ -71,7 +71,7 @@ def fetch_shard(obj: Any, shard: dict[str, int] | None = None, **coords: int) ->
     if mesh is None:
         mesh = active_mesh_or_none()
         if mesh is None:
-            return Future._from_value(obj)
+            return Future.from_value(obj)
     rank = engine_rank_at(mesh, shard, coords)
     return mesh._engine.call_worker(rank, "fetch", (tree,), lambda value: value)
 
@@ -88,10 +88,10 @@ def inspect(obj: Any, shard: dict[str, int] | None = None, **coords: int) -> Any
 def wait(fut: Future[Any], timeout: float | None = None) -> Any:
     """Block until `fut` is done and return its value (or raise), without loop warnings."""
     try:
-        fut._cf.exception(timeout)
+        fut.wait(timeout, quiet=True)
     except TimeoutError:
         raise TimeoutError(f"The tensor engine did not answer within {timeout} seconds.") from None
-    return fut._outcome()
+    return fut.outcome()
 
 
 def show(obj: Any, shard: dict[str, int] | None = None, **coords: int) -> Any:

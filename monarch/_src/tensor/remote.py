@@ -42,11 +42,6 @@ __all__ = [
 _PROPAGATE_MODES = (None, "cached", "inspect", "mocked")
 
 
-def _then(fut: Future[Any], fn: Callable[[Any], Any]) -> Future[Any]:
-    inner = fut._decode
-    return Future._create(fut._cf, lambda raw: fn(inner(raw) if inner else raw), fut._map_error)
-
-
 class PickledFunction:
     """A function sent by value, pickled once when the `Remote` is made (so a distributed
     tensor captured in its closure is refused there, not in the middle of a batch)."""
@@ -200,26 +195,28 @@ class Remote:
         """Run on every proc of the active mesh; a ValueMesh of the results."""
         mesh, ep, tree = self._workers(args, kwargs)
         unwrap = self._unwrap(mesh._engine)
-        fut = ep.call(self._wire, tree[0], tree[1])
-        return _then(fut, lambda vm: _map_value_mesh(vm, unwrap))
+        fut: Future[Any] = ep.call(self._wire, tree[0], tree[1])
+        return fut.map(lambda vm: _map_value_mesh(vm, unwrap))
 
     def call_one(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """Run on the single proc of the active mesh; its result."""
         mesh, ep, tree = self._workers(args, kwargs)
         if len(mesh) != 1:
             raise ValueError(f"call_one requires exactly 1 actor, but mesh has {len(mesh)}")
-        return _then(ep.call_one(self._wire, tree[0], tree[1]), self._unwrap(mesh._engine))
+        fut: Future[Any] = ep.call_one(self._wire, tree[0], tree[1])
+        return fut.map(self._unwrap(mesh._engine))
 
     def choose(self, *args: Any, **kwargs: Any) -> Future[Any]:
         """Run on one proc of the active mesh, picked at random; its result."""
         mesh, ep, tree = self._workers(args, kwargs)
-        return _then(ep.choose(self._wire, tree[0], tree[1]), self._unwrap(mesh._engine))
+        fut: Future[Any] = ep.choose(self._wire, tree[0], tree[1])
+        return fut.map(self._unwrap(mesh._engine))
 
     def stream(self, *args: Any, **kwargs: Any) -> Iterator[Future[Any]]:
         """Run on every proc; one future per result in arrival order."""
         mesh, ep, tree = self._workers(args, kwargs)
         unwrap = self._unwrap(mesh._engine)
-        return iter([_then(f, unwrap) for f in ep.stream(self._wire, tree[0], tree[1])])
+        return iter([f.map(unwrap) for f in ep.stream(self._wire, tree[0], tree[1])])
 
     def broadcast(self, *args: Any, **kwargs: Any) -> None:
         """Run on every proc without waiting for results."""

@@ -25,7 +25,7 @@ from typing import Any
 
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
-from monarch._src.runtime.ports import _Entry
+from monarch._src.runtime.ports import PortEntry
 from monarch._src.tensor.commands import (
     ActorCall,
     Borrow,
@@ -169,7 +169,7 @@ def resolve_function(fn: Any) -> Callable[..., Any]:
     return found
 
 
-class RrefPort(_Entry):
+class RrefPort(PortEntry):
     """Port-table entry collecting actor replies (for `rref` calls, or for endpoint calls with
     distributed tensors among their arguments), consumed in order."""
 
