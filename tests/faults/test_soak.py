@@ -274,8 +274,8 @@ def _unwatched_ranks(pids: list[int]) -> set[int]:
 
 # --- what the soak found: a proc whose proc_ready beats the zygote's "spawned" reply ------------
 
-# Fault point: the agent's reader of zygote replies (`local.read_message`, looked up at each
-# read) holds the "spawned" reply until both procs' `proc_ready` were handled, the order a busy
+# Fault point: the agent's reader of zygote replies (`zygote_client.read_message`, looked up at
+# each read) holds the "spawned" reply until both procs' `proc_ready` were handled, the order a busy
 # controller produces now and then. Then proc 1 is SIGKILLed and a call is made to it; the script
 # prints what the call and the fault hook saw.
 _LATE_SPAWNED_REPLY = """
@@ -286,6 +286,7 @@ import threading
 
 import monarch.actor
 import monarch._src.hosts.local as local
+import monarch._src.hosts.zygote_client as zygote_client
 from monarch.actor import Actor, endpoint, this_host
 
 faults = []
@@ -315,7 +316,7 @@ def counting_proc_ready(peer, args, reply):
 
 
 control["proc_ready"] = counting_proc_ready
-read_message = local.read_message
+read_message = zygote_client.read_message
 
 
 def late_spawned_reply(fd):
@@ -325,7 +326,7 @@ def late_spawned_reply(fd):
     return msg
 
 
-local.read_message = late_spawned_reply
+zygote_client.read_message = late_spawned_reply
 
 
 class Pid(Actor):

@@ -111,7 +111,7 @@ def start_worker_loop_forever(*, ca: str, address: str, private_key: Any = None)
         done.set_result(None)
 
     threading.Thread(target=wait, name="monarch-worker-loop", daemon=True).start()
-    return Future._create(done)
+    return Future.from_concurrent(done)
 
 
 def run_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> None:

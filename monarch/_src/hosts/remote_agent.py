@@ -35,7 +35,9 @@ from monarch._src.hosts.addresses import (
     parse_worker_address,
     probe_ssl_context,
 )
-from monarch._src.hosts.local import settled
+from monarch._src.hosts.heartbeat import HeartbeatMonitor
+from monarch._src.hosts.proc_logs import settled
+from monarch._src.hosts.proc_stop import STOPPED_REPORT
 from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_agent import PlacedTable
@@ -43,13 +45,12 @@ from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
 from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.mailbox import PENDING_PREFIX
-from monarch._src.runtime.ports import CountPort, OncePort, _Entry, decode_reply
+from monarch._src.runtime.ports import CountPort, OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
 
 __all__ = ["RemoteHostAgent"]
 
-_STOPPED_REPORT = "actor mesh is stopped due to proc mesh shutdown"
 
 class _Host:
     """One attached host, as the client sees it."""
@@ -60,7 +61,6 @@ class _Host:
         self.addr: str | None = None  # the host server's address, once known
         self.connected: concurrent.futures.Future[dict[str, Any]] = concurrent.futures.Future()
         self.lost: str | None = None  # why the host was lost, once it was
-        self.unanswered: float | None = None  # loop time of the oldest unanswered ping
         self.detached = False
 
     @property
@@ -96,6 +96,10 @@ class RemoteHostAgent:
         self._lock = threading.Lock()
         self._closed = False
         self._on_shutdown = on_shutdown
+        # Each attached host is pinged; one silent for host_heartbeat_timeout is lost.
+        self._heartbeats: HeartbeatMonitor[_Host] = HeartbeatMonitor(
+            rt, interval="host_heartbeat_interval", timeout="host_heartbeat_timeout",
+            targets=self._watched_hosts, on_silent=self._silent, running=self._attached_any)
         _install(rt)
         for host in self.hosts:
             rt.submit(self._connect(host))
@@ -144,7 +148,7 @@ class RemoteHostAgent:
         _agents_by_host.setdefault(host.addr, []).append(self)
         host_agent.register(self)
         host.connected.set_result(info)
-        self.rt.loop.create_task(self._watch(host))
+        self._heartbeats.start()
 
     def connected(self) -> concurrent.futures.Future[None]:
         """Completes once every host is attached; fails naming the first that was not."""
@@ -171,23 +175,18 @@ class RemoteHostAgent:
         return done
 
     # ---- health -----------------------------------------------------------------------------
-    async def _watch(self, host: _Host) -> None:
-        loop = self.rt.loop
-        assert host.addr is not None
-        while host.lost is None and not host.detached:
-            await asyncio.sleep(duration_seconds("host_heartbeat_interval"))
-            if host.lost is not None or host.detached:
-                break
-            timeout = duration_seconds("host_heartbeat_timeout")
-            now = loop.time()
-            if host.unanswered is not None and now - host.unanswered > timeout:
-                self.host_lost(host, f"no heartbeat for {now - host.unanswered:.1f}s "
-                                     f"(host_heartbeat_timeout {timeout:g}s)")
-                break
-            if host.unanswered is None:
-                host.unanswered = now
-            port = self.rt.mailbox.open_port(_HostPong(host))
-            self.rt.mailbox.post(host.addr, Control(CONTROL, "ping", (), port))
+    def _watched_hosts(self) -> list[tuple[str, _Host]]:
+        """The hosts to ping: attached, neither lost nor detached (loop)."""
+        return [(h.addr, h) for h in self.hosts
+                if h.addr is not None and h.lost is None and not h.detached
+                and h.connected.done() and h.connected.exception() is None]
+
+    def _attached_any(self) -> bool:
+        return any(h.lost is None and not h.detached for h in self.hosts)
+
+    def _silent(self, addr: str, host: _Host, silence: float, timeout: float) -> None:
+        self.host_lost(host, f"no heartbeat for {silence:.1f}s (host_heartbeat_timeout "
+                             f"{timeout:g}s)")
 
     def host_lost(self, host: _Host, reason: str) -> None:
         """Every rank on `host` fails: one supervision event per rank (runtime loop)."""
@@ -289,7 +288,7 @@ class RemoteHostAgent:
 
     def _proc_exited(self, table: ProcTable, rank: int, report: str) -> None:
         if table.stopped is not None:
-            self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(_STOPPED_REPORT))
+            self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(STOPPED_REPORT))
         elif rank not in table.failed:
             self._proc_failed(table, rank, report)
 
@@ -370,11 +369,11 @@ class RemoteHostAgent:
             await self._ask_all("host_flush_logs", ())
         for key in table.keys:
             if not key.startswith(PENDING_PREFIX):
-                mailbox.expect_exit(key, SupervisionError(_STOPPED_REPORT))
+                mailbox.expect_exit(key, SupervisionError(STOPPED_REPORT))
         on = sorted(set(placed.host_of_rank))
         await self._ask_all("host_stop", (placed.table_id, reason), [self.hosts[h] for h in on])
         for key in table.keys:
-            mailbox.mark_dead(key, SupervisionError(_STOPPED_REPORT))
+            mailbox.mark_dead(key, SupervisionError(STOPPED_REPORT))
         for proc_id in placed.proc_ids:
             _procs.pop(proc_id, None)
 
@@ -421,20 +420,6 @@ class RemoteHostAgent:
             done.result(timeout=timeout)
         except Exception:  # at exit, the hosts notice the lost client and clean up themselves
             pass
-
-
-class _HostPong(_Entry):
-    """The answer to one ping of a host."""
-
-    def __init__(self, host: _Host) -> None:
-        self.host = host
-
-    def deliver(self, payload: Any, rank: int | None, status: int) -> None:
-        self.closed = True
-        self.host.unanswered = None
-
-    def fail(self, exc: BaseException) -> None:
-        self.closed = True
 
 
 # ---- control handlers of the client (one set per runtime) ------------------------------------

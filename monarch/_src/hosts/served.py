@@ -32,7 +32,7 @@ from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.local import LocalHostAgent
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.ports import _Entry
+from monarch._src.runtime.ports import PortEntry
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -64,7 +64,7 @@ class ServedAgent(LocalHostAgent):
         proc_id, fd, text = args
         where = self._procs.get(proc_id)
         if where is not None:  # tail_log_lines: this host writes the failure report
-            self.tails.add(proc_id, fd, text, where[0].tail_lines)
+            self.logs.received(where[0], proc_id, fd, text, forwarded=False)
         self.server.forward(proc_id, "remote_log", args)
 
 
@@ -94,8 +94,7 @@ class HostServer:
         rt.mailbox.on_peer_lost.append(self._peer_lost)
         # Start the fork server now: it imports the proc runtime while no client waits, so a
         # client's first spawn_procs only forks (as the controller's prestarted zygote does).
-        with self.agent._lock:
-            self.agent._ensure_zygote()
+        self.agent.zygote.start()
 
     @property
     def address(self) -> str:
@@ -234,7 +233,7 @@ class HostServer:
                 self._serve(args, waiting_reply)
 
 
-class _Pong(_Entry):
+class _Pong(PortEntry):
     """The client answered a ping: nothing is unanswered any more."""
 
     def __init__(self, server: HostServer, client: str) -> None:

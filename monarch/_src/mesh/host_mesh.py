@@ -176,7 +176,7 @@ class HostMesh(MeshTrait):
     def initialized(self) -> Future[bool]:
         """Resolves to True once every host is connected (remote hosts: raises naming one that
         could not be reached)."""
-        return Future._create(self._agent.connected(), lambda _: True)
+        return Future.from_concurrent(self._agent.connected(), lambda _: True)
 
     def shutdown(self) -> Future[None]:
         """Stop every proc of these hosts; the host mesh cannot be used afterwards."""
@@ -185,13 +185,13 @@ class HostMesh(MeshTrait):
         if self._state.shut_down:
             raise RuntimeError("HostMesh has already been shut down")
         self._state.shut_down = True
-        return Future._create(self._agent.shutdown())
+        return Future.from_concurrent(self._agent.shutdown())
 
     def stop(self) -> Future[None]:
         """Stop the procs of this host mesh; the hosts stay usable."""
         if not self._owned:
             raise RuntimeError("cannot stop `HostMesh` that is a reference instead of owned")
-        return Future._create(self._agent.stop_all())  # remote hosts stay attached
+        return Future.from_concurrent(self._agent.stop_all())  # remote hosts stay attached
 
     async def __aenter__(self) -> HostMesh:
         return self
