@@ -91,7 +91,7 @@ def test_ops_are_pipelined_without_waiting_for_workers(mesh2: Any) -> None:
             y = y + 1
         assert y.shape == (4,)
         fut = monarch.fetch_shard(y)
-        assert not fut._cf.done()
+        assert not fut.done()
         opener.open.call().get(timeout=30)
         value = fut.get(timeout=30)
     assert torch.equal(value, torch.full((4,), 201.0))
