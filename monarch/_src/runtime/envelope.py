@@ -122,7 +122,7 @@ _retype = tuple.__new__
 
 def as_record(env: tuple[Any, ...]) -> Envelope:
     """The record of a plain envelope tuple received from the wire (fields are not copied)."""
-    return _retype(_RECORDS[env[0]], env)  # type: ignore[no-any-return]
+    return _retype(_RECORDS[env[0]], env)
 
 
 def encode(obj: Any) -> Payload:

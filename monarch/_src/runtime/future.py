@@ -86,6 +86,14 @@ class Future(Generic[T]):
 
     __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error", "_observed",
                  "_complete")
+    _cf: concurrent.futures.Future[Any]
+    _decode: Callable[[Any], T] | None
+    _map_error: Callable[[BaseException], BaseException] | None
+    _lock: threading.Lock
+    _value: Any  # T once known, `_UNSET` before
+    _error: BaseException | None
+    _observed: bool
+    _complete: bool
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(

@@ -493,9 +493,11 @@ class Mailbox:
 def _private_copy(env: Envelope) -> Envelope:
     """Inside one process the receiver must still get its own copy of the arguments, taken
     when they are sent (the sender may change its buffers right after)."""
-    if type(env) is Control:
-        return env
-    return env._replace(payload=copy_payload(env.payload))
+    if type(env) is Call:
+        return env._replace(payload=copy_payload(env.payload))
+    if type(env) is PortMsg:
+        return env._replace(payload=copy_payload(env.payload))
+    return env
 
 
 def _as_supervision_error(err: BaseException) -> SupervisionError:

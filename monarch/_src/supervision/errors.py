@@ -135,9 +135,8 @@ class FailureReport(str):
 def failure_event(report: str) -> str:
     """The supervision event for `report`: "Supervision event: actor <a> failed:" + reason,
     where the report reads "The actor <a> and all its descendants have failed:" + reason."""
-    event = getattr(report, "event", None)
-    if event is not None:
-        return event
+    if isinstance(report, FailureReport) and report.event is not None:
+        return report.event
     if report.startswith("The actor ") and REPORT_HEAD in report:
         actor, reason = report[len("The actor "):].split(REPORT_HEAD, 1)
         return f"Supervision event: actor {actor} failed:\n{reason}"

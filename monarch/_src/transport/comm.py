@@ -33,11 +33,12 @@ import asyncio
 import logging
 import pickle
 import socket
-from typing import Any, Callable, Sequence
+from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 import dask.config
-from distributed.comm import connect, listen
-from distributed.comm.core import Comm, CommClosedError
+from distributed.comm.core import CommClosedError
+from distributed.comm.core import connect as _dask_connect
+from distributed.comm.core import listen as _dask_listen
 from distributed.protocol.serialize import Serialized
 from tornado.iostream import IOStream, StreamClosedError
 
@@ -68,6 +69,29 @@ Envelope = Any
 BatchHandler = Callable[[str, list[Envelope]], None]
 LostHandler = Callable[[str, list[Envelope], BaseException], None]
 
+
+
+class Comm(Protocol):
+    """The part of a `distributed.comm.core.Comm` this module uses, typed (Dask's is not)."""
+
+    peer_address: str
+
+    async def read(self) -> Any: ...
+
+    async def write(self, msg: Any, on_error: str = "message") -> Any: ...
+
+    def abort(self) -> None: ...
+
+    def closed(self) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+# Dask's untyped entry points, with the types this module relies on.
+connect: Callable[..., Awaitable[Comm]] = _dask_connect
+listen: Callable[..., Any] = _dask_listen
+_serialized: Callable[[dict[str, Any], list[Any]], Any] = Serialized
+
 # Frames we send are never compressed: the payloads are mostly already-dense tensors, and a peer
 # that reads with deserialize=False would not decompress them.
 _NO_COMPRESSION = False
@@ -95,7 +119,8 @@ def encode_batch(envelopes: Sequence[Envelope]) -> list[Any]:
 
 
 def decode_batch(frames: Sequence[Any]) -> list[Envelope]:
-    return pickle.loads(frames[0], buffers=frames[1:])  # type: ignore[no-any-return]
+    envelopes: list[Envelope] = pickle.loads(frames[0], buffers=frames[1:])
+    return envelopes
 
 
 class _StreamChannel:
@@ -103,7 +128,7 @@ class _StreamChannel:
 
     def __init__(self, comm: Comm) -> None:
         self.comm = comm
-        self.stream = comm.stream  # type: ignore[attr-defined]
+        self.stream = comm.stream  # type: ignore[attr-defined]  # tcp and tls comms only
 
     async def write(self, frames: list[Any]) -> None:
         bufs = frame_buffers(frames)
@@ -133,11 +158,12 @@ class _CommChannel:
 
     async def write(self, frames: list[Any]) -> None:
         header = {"compression": (_NO_COMPRESSION,) * len(frames)}
-        await self.comm.write({"b": Serialized(header, frames)}, on_error="raise")
+        await self.comm.write({"b": _serialized(header, frames)}, on_error="raise")
 
     async def read(self) -> list[Any]:
         msg = await self.comm.read()
-        return msg["b"].frames  # type: ignore[no-any-return]
+        frames: list[Any] = msg["b"].frames
+        return frames
 
 
 def _can_take_socket(comm: Comm) -> bool:
@@ -148,7 +174,7 @@ def _can_take_socket(comm: Comm) -> bool:
 
 def _take_socket(comm: Comm) -> socket.socket:
     """Take the comm's connection over: a duplicate of its socket, the comm itself closed."""
-    sock = comm.stream.socket.dup()  # type: ignore[attr-defined]
+    sock: socket.socket = comm.stream.socket.dup()  # type: ignore[attr-defined]  # tcp only
     comm.abort()
     sock.setblocking(False)
     if sock.family in (socket.AF_INET, socket.AF_INET6):  # not for unix-domain sockets

@@ -9,13 +9,17 @@ reaches a mailbox. The configuration travels to procs with the rest of the runti
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from distributed.security import Security
 
 from monarch._src.config import get as config_get
 
 __all__ = ["listen_scheme", "tls_args", "tls_enabled"]
+
+
+# Dask's `Security` is untyped: the constructor as used here.
+_security: Callable[..., Any] = Security
 
 
 def tls_enabled() -> bool:
@@ -25,7 +29,8 @@ def tls_enabled() -> bool:
     transport = config_get("default_transport")
     if isinstance(transport, str):
         return transport.lower().startswith("tls://")
-    return transport.value == "tls"
+    value: object = transport.value  # a `ChannelTransport` member
+    return value == "tls"
 
 
 def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -42,7 +47,7 @@ def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
             f"{'is' if len(missing) == 1 else 'are'} not set: configure the CA, the certificate "
             "and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
         )
-    security = Security(
+    security = _security(
         require_encryption=True,
         tls_ca_file=ca,
         tls_worker_cert=cert,

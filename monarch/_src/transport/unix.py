@@ -23,14 +23,18 @@ import os
 import socket
 import tempfile
 import uuid
-from typing import Any
+from typing import Any, Callable, NoReturn
 
 from distributed.comm.registry import Backend, backends
 from distributed.comm.core import BaseListener, Connector
-from distributed.comm.tcp import MAX_BUFFER_SIZE, TCP, convert_stream_closed_error
+from distributed.comm.tcp import MAX_BUFFER_SIZE, TCP
+from distributed.comm.tcp import convert_stream_closed_error as _convert_closed
 from tornado import netutil
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.tcpserver import TCPServer
+
+# Dask's untyped helper, with its type: it raises the CommClosedError for a closed stream.
+convert_stream_closed_error: Callable[[Any, StreamClosedError], NoReturn] = _convert_closed
 
 __all__ = ["SCHEME", "default_listen_address", "register"]
 
@@ -100,7 +104,7 @@ def _skip_unix_keepalive() -> None:
     (and Dask logs the refusal as an error): skip them for unix sockets, keep them for TCP."""
     import distributed.comm.tcp as tcp
 
-    original = tcp.set_tcp_timeout
+    original: Callable[[Any], None] = tcp.set_tcp_timeout
     if getattr(original, "_monarch_unix_aware", False):
         return
 
