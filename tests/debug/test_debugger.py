@@ -60,6 +60,20 @@ def test_breakpoint_session_listed_by_name_and_rank(controller: Any, paused: Any
     assert [v for _, v in fut.get(timeout=30).items()] == [7, 7]
 
 
+def test_paused_actor_shows_as_paused_in_the_admin_view(controller: Any, paused: Any) -> None:
+    from monarch._src.admin.model import collect
+
+    fut = paused.slice(gpus=1).compute.call_one(1)
+    controller.session("paused", 1, timeout=30)
+    rows = sorted((a for a in collect()["actors"] if a["mesh"] == "paused"),
+                  key=lambda a: a["rank"])
+    assert [(a["state"], a["detail"]) for a in rows] == [
+        ("running", ""), ("paused", "in the debugger")]
+    controller.attach("paused", 1, commands=["c"], timeout=30, output=io.StringIO())
+    assert fut.get(timeout=30) == 3
+    assert all(a["state"] == "running" for a in collect()["actors"] if a["mesh"] == "paused")
+
+
 def test_breakpoint_pauses_only_that_actor(controller: Any, procs2: Any, paused: Any) -> None:
     other = procs2.spawn("other", Paused)
     try:
