@@ -148,6 +148,17 @@ def test_post_mortem_on_endpoint_exception(controller: Any, paused: Any) -> None
         paused.slice(gpus=0).fail.call_one(1).get(timeout=30)
 
 
+def test_debug_agent_install_is_idempotent() -> None:
+    from monarch._src.admin import stacks
+    from monarch._src.debug import agent
+    from monarch._src.runtime import runtime
+
+    agent.install()
+    agent.install()
+    assert runtime.on_start.count(agent.install_debug_agent) == 1
+    assert runtime.on_start.count(stacks.install_stacks) == 1
+
+
 def test_breakpoint_outside_actor_uses_previous_hook(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
