@@ -18,12 +18,16 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from monarch._src.simulator.network import CommModel
 from monarch._src.simulator.profiles import DeviceProfile
 from monarch._src.simulator.session import Session
 from monarch._src.tensor.commands import CallActor, CallRemote, Ref
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcMesh
+    from monarch._src.tensor.mesh import DeviceMesh
 
 __all__ = ["load", "record", "replay", "save"]
 
@@ -147,24 +151,17 @@ class Recorder:
 
 
 @contextlib.contextmanager
-def record(mesh: Any, path: str) -> Iterator[Recorder]:
+def record(mesh: DeviceMesh | ProcMesh, path: str) -> Iterator[Recorder]:
     """Record the command stream a REAL tensor engine sends while the block runs, to `path`.
 
     `mesh` is a proc mesh or a device mesh. The engine is created if needed.
     """
-    from monarch._src.tensor.engine import Engine
+    from monarch._src.mesh.proc_mesh import ProcMesh
+    from monarch._src.tensor.mesh import DeviceMesh, engine_of
 
-    engine = getattr(mesh, "_engine", None)
-    if engine is None:
-        if not hasattr(mesh, "activate"):
-            raise TypeError(
-                f"record() needs a proc mesh or a DeviceMesh, got {type(mesh).__name__}."
-            )
-        from monarch._src.tensor.engine import engine_for
-
-        engine = engine_for(mesh)
-    if not isinstance(engine, Engine):
-        raise TypeError(f"record() needs a tensor engine, got {type(engine).__name__}.")
+    if not isinstance(mesh, (DeviceMesh, ProcMesh)):
+        raise TypeError(f"record() needs a proc mesh or a DeviceMesh, got {type(mesh).__name__}.")
+    engine = engine_of(mesh)
     engine.flush()
     events: list[tuple[str, float, Any]] = []
     t0 = time.perf_counter()

@@ -98,7 +98,8 @@ def show(obj: Any, shard: dict[str, int] | None = None, **coords: int) -> Any:
     """Fetch a shard and render it with `torchshow` (installed separately)."""
     value = inspect(obj, shard, **coords)
     try:
-        import torchshow  # type: ignore[import-not-found, import-untyped, unused-ignore]  # optional
+        # optional, installed separately (and untyped where it is)
+        import torchshow  # type: ignore[import-not-found, import-untyped, unused-ignore]
     except ImportError:
         raise ImportError(
             "monarch.show renders tensors with torchshow; install it (pip install torchshow) or "

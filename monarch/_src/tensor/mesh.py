@@ -18,7 +18,14 @@ if TYPE_CHECKING:
     from monarch._src.tensor.engine import Engine
     from monarch._src.tensor.tensor import Tensor
 
-__all__ = ["DeviceMesh", "active_mesh_or_none", "device_mesh_of", "get_active_mesh", "no_mesh"]
+__all__ = [
+    "DeviceMesh",
+    "active_mesh_or_none",
+    "device_mesh_of",
+    "engine_of",
+    "get_active_mesh",
+    "no_mesh",
+]
 
 # Innermost last; None entries come from no_mesh.activate().
 _stack: list[DeviceMesh | None] = []
@@ -56,6 +63,15 @@ class _NoMesh:
 
 
 no_mesh = _NoMesh()
+
+
+def engine_of(mesh: DeviceMesh | ProcMesh) -> Engine:
+    """The tensor engine behind `mesh` (a proc mesh's root engine is made on first use)."""
+    if isinstance(mesh, DeviceMesh):
+        return mesh._engine
+    from monarch._src.tensor.engine import engine_for
+
+    return engine_for(mesh)
 
 
 def device_mesh_of(proc_mesh: ProcMesh) -> DeviceMesh:
