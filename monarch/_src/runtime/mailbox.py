@@ -254,8 +254,6 @@ class Mailbox:
 
         `written()` is called (on the loop) once the envelope left this process or could not.
         """
-        if type(env) is tuple:  # a plain tuple from a caller not yet building records
-            env = as_record(env)
         if addr == self.address:
             env = _private_copy(env)
         self._enqueue(addr, env, written)
