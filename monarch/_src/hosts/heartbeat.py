@@ -7,8 +7,9 @@ host cut off without a reset). A `HeartbeatMonitor` pings a changing set of peer
 loop time of its oldest unanswered ping; a peer whose oldest unanswered ping is older than
 `timeout` (a config key) is reported with `on_silent` instead of being pinged again.
 
-Used by the local host agent for its procs (`heartbeat_interval` / `heartbeat_timeout`) and by
-the remote host agent for its hosts (`host_heartbeat_interval` / `host_heartbeat_timeout`).
+Used by the local host agent for its procs (`heartbeat_interval` / `heartbeat_timeout`), by
+the remote host agent for its hosts and by a host server for its client
+(`host_heartbeat_interval` / `host_heartbeat_timeout`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ class HeartbeatMonitor(Generic[T]):
     `targets()` returns `(address, target)` pairs, the peers to watch this round (any value the
     caller wants back as `target`); `on_silent(address, target, silence, timeout)` runs on the
     loop for a peer silent longer than `timeout` (seconds; it is not pinged that round: the
-    caller takes it out of `targets()`, or it is reported again next round).
+    caller takes it out of `targets()`, or it is reported again next round). With
+    `fail_with_peer`, a ping's port is dropped when the connection to its peer breaks.
     """
 
     def __init__(
@@ -40,6 +42,7 @@ class HeartbeatMonitor(Generic[T]):
         targets: Callable[[], Iterable[tuple[str, T]]],
         on_silent: Callable[[str, T, float, float], None],
         running: Callable[[], bool],
+        fail_with_peer: bool = False,
     ) -> None:
         self.rt = rt
         self.interval = interval
@@ -47,6 +50,7 @@ class HeartbeatMonitor(Generic[T]):
         self.targets = targets
         self.on_silent = on_silent
         self.running = running
+        self.fail_with_peer = fail_with_peer
         self.unanswered: dict[str, float] = {}  # address -> loop time of its oldest ping
         self._task: asyncio.Task[None] | None = None
 
@@ -67,7 +71,6 @@ class HeartbeatMonitor(Generic[T]):
 
     async def _rounds(self) -> None:
         loop = self.rt.loop
-        mailbox = self.rt.mailbox
         while self.running():
             await asyncio.sleep(duration_seconds(self.interval))
             if not self.running():
@@ -79,10 +82,14 @@ class HeartbeatMonitor(Generic[T]):
                 if asked is not None and now - asked > timeout:
                     self.on_silent(address, target, now - asked, timeout)
                     continue
-                if asked is None:
-                    self.unanswered[address] = now
-                port = mailbox.open_port(_Pong(self.unanswered, address))
-                mailbox.post(address, Control(CONTROL, "ping", (), port))
+                self.ping(address)
+
+    def ping(self, address: str) -> None:
+        """Ping `address` now (it counts as unanswered from now, unless it already was; loop)."""
+        self.unanswered.setdefault(address, self.rt.loop.time())
+        waits_on = (address,) if self.fail_with_peer else ()
+        port = self.rt.mailbox.open_port(_Pong(self.unanswered, address), waits_on)
+        self.rt.mailbox.post(address, Control(CONTROL, "ping", (), port))
 
 
 class _Pong(PortEntry):

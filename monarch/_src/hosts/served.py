@@ -29,10 +29,10 @@ from typing import Any
 
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.local import LocalHostAgent
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.ports import PortEntry
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -82,8 +82,12 @@ class HostServer:
         self._tables: dict[str, ProcTable] = {}  # client's table id -> procs forked here
         self._ids: dict[int, list[str]] = {}  # id(table) -> proc ids by local rank
         self._owner: dict[str, str] = {}  # proc id -> client address
-        self._watch: asyncio.Task[None] | None = None
-        self._unanswered: float | None = None  # loop time of the oldest unanswered ping
+        # The client is pinged; one silent for host_heartbeat_timeout is dropped.
+        self._heartbeats: HeartbeatMonitor[str] = HeartbeatMonitor(
+            rt, interval="host_heartbeat_interval", timeout="host_heartbeat_timeout",
+            targets=lambda: [(self.client, self.client)] if self.client is not None else [],
+            on_silent=self._client_silent, running=lambda: self.client is not None,
+            fail_with_peer=True)
         rt.mailbox.control.update(
             host_attach=self._attach,
             host_spawn=self._spawn,
@@ -125,9 +129,8 @@ class HostServer:
         client, root, dialed_host = args
         self.client = client
         self.dialed_host = dialed_host
-        self._unanswered = None
-        if self._watch is None or self._watch.done():
-            self._watch = self.rt.loop.create_task(self._watch_client())
+        self._heartbeats.forget(client)
+        self._heartbeats.start()
         self.rt.mailbox.reply(reply, {
             "pid": os.getpid(),
             "hostname": _hostname(),
@@ -182,26 +185,12 @@ class HostServer:
 
     # ---- the client's health ----------------------------------------------------------------
     def _ping_client(self) -> None:
-        client = self.client
-        if client is None:
-            return
-        if self._unanswered is None:
-            self._unanswered = self.rt.loop.time()
-        port = self.rt.mailbox.open_port(_Pong(self, client), (client,))
-        self.rt.mailbox.post(client, Control(CONTROL, "ping", (), port))
+        if self.client is not None:
+            self._heartbeats.ping(self.client)
 
-    async def _watch_client(self) -> None:
-        while self.client is not None:
-            await asyncio.sleep(duration_seconds("host_heartbeat_interval"))
-            if self.client is None:
-                break
-            asked = self._unanswered
-            timeout = duration_seconds("host_heartbeat_timeout")
-            if asked is not None and self.rt.loop.time() - asked > timeout:
-                await self._drop_client(f"the client {self.client} stopped answering for "
-                                        f"{timeout:g}s", None, False)
-                break
-            self._ping_client()
+    def _client_silent(self, client: str, _: str, silence: float, timeout: float) -> None:
+        self.rt.loop.create_task(self._drop_client(
+            f"the client {client} stopped answering for {timeout:g}s", None, False))
 
     def _peer_lost(self, peer: str, err: BaseException) -> None:
         if peer == self.client:
@@ -216,6 +205,7 @@ class HostServer:
                 self.rt.mailbox.reply(reply, None)
             return
         self.client = None
+        self._heartbeats.forget(client)
         tables = list(self._tables.values())
         self._tables.clear()
         futures = [asyncio.wrap_future(self.agent.stop_procs(t, reason)) for t in tables]
@@ -231,22 +221,6 @@ class HostServer:
             args, waiting_reply = self._queue.popleft()
             if not self.rt.mailbox.is_dead(args[0]):
                 self._serve(args, waiting_reply)
-
-
-class _Pong(PortEntry):
-    """The client answered a ping: nothing is unanswered any more."""
-
-    def __init__(self, server: HostServer, client: str) -> None:
-        self.server = server
-        self.client = client
-
-    def deliver(self, payload: Any, rank: int | None, status: int) -> None:
-        self.closed = True
-        if self.server.client == self.client:
-            self.server._unanswered = None
-
-    def fail(self, exc: BaseException) -> None:
-        self.closed = True
 
 
 def _listen_address(dialed_host: str) -> str:
