@@ -163,7 +163,9 @@ def test_breakpoint_outside_actor_uses_previous_hook(monkeypatch: pytest.MonkeyP
     import sys
 
     from monarch._src.debug import agent
+    from monarch._src.runtime.runtime import get_runtime
 
+    get_runtime()  # the hook is routed when the runtime starts (this test may run first)
     calls: list[tuple[Any, ...]] = []
     monkeypatch.setattr(agent, "_previous_hook", lambda *a, **k: calls.append(a))
     assert sys.breakpointhook is agent._breakpoint_hook
