@@ -239,3 +239,15 @@ def test_actor_thread_stop_from_other_thread_after_burst_handles_all(
     producer.join(WAIT)
     assert t.stopped.wait(WAIT)
     assert rec.seen == list(range(1000))
+
+
+def test_actor_thread_queued_is_a_snapshot_in_arrival_order() -> None:
+    thread = ActorThread("snapshot", lambda message: None)
+    for i in range(3):
+        thread.enqueue(i)  # not started: everything stays queued
+    snapshot = thread.queued()
+    assert snapshot == [0, 1, 2]
+    thread.enqueue(3)
+    assert snapshot == [0, 1, 2]
+    assert thread.queued() == [0, 1, 2, 3]
+    thread.loop.close()  # never started: its loop is closed here

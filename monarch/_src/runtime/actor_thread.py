@@ -53,6 +53,11 @@ class ActorThread:
             except RuntimeError:  # the loop already closed: the actor is gone
                 pass
 
+    def queued(self) -> list[Any]:
+        """A snapshot of the messages queued and not yet taken by the handler, in arrival
+        order (any thread): what an actor that failed or ended still owes an answer to."""
+        return list(self._queue)
+
     def _wake(self) -> None:
         waiter = self._waiter
         if waiter is not None and not waiter.done():
