@@ -53,7 +53,12 @@ class _Table:
 
 
 class _SimProcMesh:
-    """What an `Engine` needs of its proc mesh: a name, an id, a shape and a table."""
+    """What an `Engine` needs of its proc mesh: a name, an id, a shape and a table.
+
+    A stand-in, not a ProcMesh: the engine reads these through `proc_mesh.mesh_id` and
+    `proc_mesh.proc_table` (which read `_id` and `_table`) and the `MeshTrait` accessor
+    `_shape`, so the attribute names here follow ProcMesh's.
+    """
 
     def __init__(self, name: str, shape: Shape, session: Session) -> None:
         self._name = name
