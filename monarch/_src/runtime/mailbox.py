@@ -491,11 +491,9 @@ class Mailbox:
 def _private_copy(env: Envelope) -> Envelope:
     """Inside one process the receiver must still get its own copy of the arguments, taken
     when they are sent (the sender may change its buffers right after)."""
-    if type(env) is Call:
-        return env._replace(payload=copy_payload(env.payload))
-    if type(env) is PortMsg:
-        return env._replace(payload=copy_payload(env.payload))
-    return env
+    if isinstance(env, Control) or not env.payload[1]:  # no out-of-band buffer: nothing shared
+        return env
+    return env._replace(payload=copy_payload(env.payload))
 
 
 def _as_supervision_error(err: BaseException) -> SupervisionError:
