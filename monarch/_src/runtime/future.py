@@ -143,11 +143,6 @@ class Future(Generic[T]):
         cf.set_exception(exc)
         return cls.from_concurrent(cf)
 
-    # The names used before they were public; removed once every caller moved.
-    _create = from_concurrent
-    _from_value = from_value
-    _from_exception = from_exception
-
     def map(self, fn: Callable[[T], U]) -> Future[U]:
         """A Future of `fn(value)`, done when this one is.
 
@@ -333,8 +328,3 @@ def loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
-
-
-# The names used before they were public; removed once every caller moved.
-_check_timeout = check_timeout
-_GET_IN_LOOP_WARNING = GET_IN_LOOP_WARNING

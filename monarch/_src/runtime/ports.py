@@ -236,8 +236,3 @@ def decode_ranked(ranked: bool) -> Callable[[tuple[int, Payload, int | None]], A
         return (rank, value) if ranked else value
 
     return _decode
-
-
-
-# The name used before it was public; removed once every caller moved.
-_Entry = PortEntry
