@@ -1,10 +1,12 @@
 """The embedded local host: `this_host()` starts procs on this machine through a fork server.
 
 One `LocalHostAgent` per process (the controller, or an actor's proc that spawns procs of its
-own) owns one zygote (see `zygote.py`). A reader thread follows the zygote's replies: the pids of
-new procs and the exit of every child (the child watch), which fails the proc's rank at once
-unless it was asked to stop. Procs report `proc_ready` to the mailbox of the process that asked
-for them, which resolves their routing keys.
+own) owns one zygote (see `zygote.py`, driven by `zygote_client.py`). The child watch reports
+the pid of each new proc and the exit of every child, which fails the proc's rank at once unless
+it was asked to stop. Procs report `proc_ready` to the mailbox of the process that asked for
+them, which resolves their routing keys. `local_agent()` makes the process's agent on first use
+and registers it (`mesh/host_agent.py`); importing this module fills the `local_host` hook slot
+behind `this_host()`.
 """
 
 from __future__ import annotations

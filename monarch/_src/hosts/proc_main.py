@@ -3,9 +3,10 @@
 A host agent starts a proc with a spec (a dict): its id, the address of the controller that asked
 for it, the controller's `sys.path` and runtime config, the "module:function" names of its set-up
 (`setup`: the proc wiring, from the `proc_setup` hook slot of the process that asked) and an
-optional bootstrap callable. The proc runs its set-up, starts its transport, runs the bootstrap, reports `proc_ready` (or the bootstrap's failure)
-to the controller, then serves until a `stop_proc` arrives: it stops its actors (running their
-cleanups), answers, flushes what it still has to send, and exits.
+optional bootstrap callable. The proc runs its set-up, starts its transport, runs the bootstrap,
+reports `proc_ready` (or the bootstrap's failure) to the controller, then serves until a
+`stop_proc` arrives: it stops its actors (running their cleanups), answers, flushes what it still
+has to send, and exits.
 """
 
 from __future__ import annotations
