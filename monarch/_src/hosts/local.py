@@ -291,7 +291,8 @@ class LocalHostAgent:
         """Stop the procs of `table` (bounded, see `proc_stop.py`); stopped is not failed."""
         table.begin_stop(reason)
         # Read now: the settings in force when the stop was asked for apply.
-        return self.rt.submit(self._stop(table, reason, StopLimits.now()))
+        stop = self.rt.submit(self._stop(table, reason, StopLimits.now()))
+        return table.forget_when_stopped(stop)
 
     async def _stop(self, table: ProcTable, reason: str, limits: StopLimits) -> None:
         if config_get("enable_log_forwarding"):
@@ -306,6 +307,12 @@ class LocalHostAgent:
                 reused = self._by_addr.get(key) not in (None, table.pids[rank])
             if not reused:  # else a newer proc of another table listens on that port now
                 mailbox.mark_dead(key, SupervisionError(STOPPED_REPORT))
+        with self._lock:  # the procs are gone: a long-lived agent keeps nothing of them
+            for proc_id in table.proc_ids:
+                self._procs.pop(proc_id, None)
+            for pid in table.pids:
+                if pid is not None and pid in self._exited and self._exited[pid].done():
+                    del self._exited[pid]
 
     def _exit_of(self, pid: int) -> concurrent.futures.Future[str] | None:
         with self._lock:

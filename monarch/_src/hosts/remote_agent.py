@@ -356,7 +356,7 @@ class RemoteHostAgent:
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
         """Stop the procs of `table` through their hosts (bounded); stopped is not failed."""
         table.begin_stop(reason)
-        return self.rt.submit(self._stop(table, reason))
+        return table.forget_when_stopped(self.rt.submit(self._stop(table, reason)))
 
     async def _stop(self, table: ProcTable, reason: str) -> None:
         with self._lock:

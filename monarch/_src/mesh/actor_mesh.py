@@ -20,7 +20,9 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape
-from monarch._src.mesh.ownership import tree
+from monarch._src.mesh import traffic
+from monarch._src.mesh.context import instance_of
+from monarch._src.mesh.ownership import after, tree
 from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.supervision.errors import SupervisionError, failure_report
 
@@ -47,6 +49,9 @@ class ActorMesh(MeshTrait, Generic[T]):
     _plan: CastPlan | None  # built on first use
     _spawned_ranks: list[int]  # global proc ranks of the mesh as spawned
     _local: dict[int, int] | None  # built from _spawned_ranks on first use
+    # The mesh spawn returned, for it and its slices (whose `_check_usable` sees it stopped
+    # once the tree forgot it); an unpickled reference is its own.
+    _origin: ActorMesh[Any]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -64,6 +69,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         shape: Shape,
         owned: bool,
         spawned_ranks: list[int] | None = None,
+        origin: ActorMesh[Any] | None = None,
     ) -> ActorMesh[Any]:
         mesh = object.__new__(cls)
         mesh._class = actor_class
@@ -78,6 +84,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mesh._plan = None
         mesh._spawned_ranks = shape.ranks() if spawned_ranks is None else spawned_ranks
         mesh._local = None
+        mesh._origin = mesh if origin is None else origin
         return mesh
 
     # ---- mesh protocol --------------------------------------------------------------------
@@ -88,7 +95,7 @@ class ActorMesh(MeshTrait, Generic[T]):
     def _new_with_shape(self, shape: Shape) -> ActorMesh[T]:
         sliced = ActorMesh._create(
             self._class, self._name, self._key, self._proc_mesh, shape, owned=False,
-            spawned_ranks=self._spawned_ranks,
+            spawned_ranks=self._spawned_ranks, origin=self._origin,
         )
         sliced._stopped = self._stopped
         return sliced
@@ -117,14 +124,13 @@ class ActorMesh(MeshTrait, Generic[T]):
             local = self._local = {g: i for i, g in enumerate(self._spawned_ranks)}
         return local
 
-    def _proc_keys(self) -> list[str]:
-        return self._proc_mesh._table.keys
-
     def _check_usable(self, endpoint: str) -> None:
         # Meshes spawned in this process (and their slices): a stopped mesh or a failed rank
         # fails the call at once, before anything is sent. References elsewhere learn it from
         # the callee.
         status = tree.status(self._key)
+        if status is None and self._forgotten():
+            status = (True, {})
         if status is not None and status[0] and self._stopped is None:
             self._stopped = "stopped by its owner"
         if self._stopped is not None:  # stopped wins over failed: it is what the owner did
@@ -141,6 +147,27 @@ class ActorMesh(MeshTrait, Generic[T]):
                 # callers saw it, whichever of its failed ranks this call targets.
                 raise SupervisionError(list(failed.values())[0], f"{self._name}.{endpoint}")
         self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan().ranks)
+
+    def _forgotten(self) -> bool:
+        """Whether the tree forgot this mesh after it was stopped (its actors answered the
+        stop, or its procs are gone: `_forget`, `proc_mesh.forget_table`)."""
+        table = self._proc_mesh._table
+        return self._origin._stopped is not None or (
+            table.stopped is not None and self._key in table.actor_displays)
+
+    def _forget(self) -> None:
+        """Its actors answered the stop: drop this process's per-mesh records of it (the tree's,
+        the message counters, the proc table's, the owner's `owned_meshes`), so actor meshes
+        spawned and stopped on long-lived procs do not accumulate."""
+        creator = self._proc_mesh._table.forget_actor_mesh(self._key)
+        tree.forget(self._key)
+        traffic.forget(self._key, len(self._spawned_ranks))
+        owner = instance_of(creator)
+        if owner is not None:
+            try:
+                owner.owned_meshes.remove(self)
+            except ValueError:
+                pass
 
     def _actor_report(self, report: str) -> str:
         """A proc's failure (`report`) as the failure of this mesh's actor on that proc, in
@@ -178,8 +205,8 @@ class ActorMesh(MeshTrait, Generic[T]):
     def initialized(self) -> Future[None]:
         """Resolves once every actor ran `__init__`; raises if spawning failed."""
         entry = GatherPort(len(self))
-        procs = self._proc_keys()
-        targets = [procs[r] for r in self._shape.ranks()]
+        cast = self._cast_plan()
+        targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         rt = get_runtime()
         mailbox = rt.mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
@@ -238,14 +265,14 @@ class ActorMesh(MeshTrait, Generic[T]):
             return done
         self._stopped = reason
         tree.stopping(self._key)
-        procs = self._proc_keys()
-        targets = [procs[r] for r in self._shape.ranks()]
+        cast = self._cast_plan()
+        targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         entry = CountPort(len(targets))
         mailbox = get_runtime().mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for proc in targets:
             mailbox.post(proc, Control(CONTROL, "stop_actor", (self._key, reason), reply))
-        return entry.cf
+        return after(entry.cf, self._forget)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
@@ -271,11 +298,6 @@ class ActorMesh(MeshTrait, Generic[T]):
         table = self._proc_mesh._table
         return [actor_rank_state(table, self._key, local[g], g, self._stopped)
                 for g in self._cast_plan().ranks]
-
-    def _rank_states(self) -> list[tuple[str, str, int | None]]:
-        """`rank_states()` as (state, detail, pid), for the notebook widgets until they read
-        `rank_states()`."""
-        return [(r.state.value, r.detail, r.pid) for r in self.rank_states()]
 
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import mesh_html

@@ -172,6 +172,18 @@ def current_instance() -> Instance:
     return inst if inst is not None else _root_instance()
 
 
+def instance_of(actor_key: str | None) -> Instance | None:
+    """The instance of the actor `actor_key` in this process (the root client's for None), or
+    None when it is not here (any more)."""
+    if actor_key is None:
+        return _root
+    from monarch._src.runtime.runtime import runtime_if_started
+
+    rt = runtime_if_started()
+    inst = getattr(None if rt is None else rt.mailbox.actors.get(actor_key), "instance", None)
+    return inst if isinstance(inst, Instance) else None
+
+
 def current_hosted() -> Any:
     """The hosted actor (`mesh.hosted.HostedActor`) running on the calling thread; None outside
     actor threads (the client, any thread of a proc that runs no actor)."""

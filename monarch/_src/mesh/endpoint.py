@@ -156,7 +156,9 @@ class Endpoint(Generic[P, R]):
         """Call one actor of this mesh picked at random; returns its value."""
         n = len(self._mesh)
         if n == 0:
-            raise ValueError(f"choose needs at least one actor, but mesh {self._mesh._name} is empty")
+            raise ValueError(
+                f"choose needs at least one actor, but mesh {self._mesh._name} is empty"
+            )
         return self._single(random.randrange(n), args, kwargs)
 
     def _refused(self) -> concurrent.futures.Future[Any] | None:
@@ -220,7 +222,8 @@ class Endpoint(Generic[P, R]):
         entry = StreamPort(len(mesh))
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
-        futures = [Future.from_concurrent(cf, self._decode_one, self._supervision) for cf in entry.cfs]
+        futures = [Future.from_concurrent(cf, self._decode_one, self._supervision)
+                   for cf in entry.cfs]
         return iter(futures)
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:

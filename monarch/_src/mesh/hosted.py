@@ -613,7 +613,9 @@ class _Tombstone:
 
 
 def _stopped_error(display: str, reason: str = "stopped") -> SupervisionError:
-    return SupervisionError(f"actor {display} has status: stopped ({reason}); actor mesh is stopped")
+    return SupervisionError(
+        f"actor {display} has status: stopped ({reason}); actor mesh is stopped"
+    )
 
 
 def _init_report(display: str, exc: BaseException) -> str:

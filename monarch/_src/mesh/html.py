@@ -82,4 +82,5 @@ def value_mesh_html(extent: Extent, values: Sequence[Any]) -> str:
         text = repr(values[rank])
         return (text if len(text) <= 40 else text[:37] + "..."), "#ffffff", text[:500]
 
-    return f"<div><b>ValueMesh</b> <code>{html.escape(repr(extent))}</code>{_grid(extent, cell)}</div>"
+    extent_text = html.escape(repr(extent))
+    return f"<div><b>ValueMesh</b> <code>{extent_text}</code>{_grid(extent, cell)}</div>"

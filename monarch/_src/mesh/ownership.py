@@ -4,11 +4,37 @@ asks it whether a reported failure is to be delivered, and to whom."""
 
 from __future__ import annotations
 
+import concurrent.futures
+from typing import Callable, TypeVar
+
 from monarch._src.supervision.tree import ROOT, OwnershipTree
 
-__all__ = ["ROOT", "owner_key", "tree"]
+T = TypeVar("T")
+
+__all__ = ["ROOT", "after", "owner_key", "tree"]
 
 tree = OwnershipTree()
+
+
+def after(
+    done: concurrent.futures.Future[T], forget: Callable[[], None]
+) -> concurrent.futures.Future[T]:
+    """A future with `done`'s outcome, completed only once `forget()` ran (when `done` is
+    done): whoever waits for a stop sees the records of the stopped mesh already dropped."""
+    out: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+    def settle(_: concurrent.futures.Future[T]) -> None:
+        try:
+            forget()
+        finally:
+            error = done.exception()
+            if error is not None:
+                out.set_exception(error)
+            else:
+                out.set_result(done.result())
+
+    done.add_done_callback(settle)
+    return out
 
 
 def owner_key(actor_key: str | None) -> str:

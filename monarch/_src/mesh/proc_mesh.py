@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from monarch._src.config import get as config_get
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.actor import validate_actor_class
-from monarch._src.mesh.context import CreatorInfo, current_instance
+from monarch._src.mesh import traffic
+from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
 from monarch._src.mesh import hooks
-from monarch._src.mesh.ownership import owner_key, tree
+from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
@@ -38,6 +39,7 @@ __all__ = [
     "ProcMesh",
     "ProcTable",
     "fetch_proc_mesh",
+    "forget_table",
     "mesh_id",
     "proc_table",
     "report_proc_failure",
@@ -119,6 +121,23 @@ class ProcTable:
             for mesh_key, *_ in self.actor_meshes:
                 tree.stopping(mesh_key)
 
+    def forget_actor_mesh(self, key: str) -> str | None:
+        """Drop the actor mesh `key` from `actor_meshes` and `actor_displays` (it was stopped
+        and its actors answered); returns its creator's actor key (None: the root client)."""
+        self.actor_displays.pop(key, None)
+        for entry in list(self.actor_meshes):
+            if entry[0] == key:
+                self.actor_meshes.remove(entry)
+                return entry[2]
+        return None
+
+    def forget_when_stopped(
+        self, stop: concurrent.futures.Future[None]
+    ) -> concurrent.futures.Future[None]:
+        """`stop` (the stop of these procs, which a host agent runs), done once this process
+        also forgot what it keeps per mesh about them (`forget_table`)."""
+        return after(stop, lambda: forget_table(self))
+
     def fail(self, rank: int, report: str) -> None:
         self.failed[rank] = report
         if not self.ready.done():
@@ -185,6 +204,40 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
     if not told:
         supervise(table.owner_key, table.name, table.mesh_key, rank, report)
     rt.mailbox.proc_failed(table.keys[rank], SupervisionError(report))
+
+
+def forget_table(table: ProcTable) -> None:
+    """The procs of `table` are gone: drop this process's per-mesh records of its proc mesh and
+    of the actor meshes spawned on it (the owner's registry, the ownership tree, the message
+    counters, the owners' `owned_meshes`), so a process that spawns and stops meshes for a
+    long time does not grow. Nothing can report about those meshes any more (their procs
+    answered the stop, in order after anything they sent); calls to them are refused by the
+    table's `stopped`."""
+    _registry.pop(table.mesh_key, None)
+    tree.forget(table.mesh_key)
+    owners = {table.owner_key}
+    for key, _name, creator_key, ranks in table.actor_meshes:
+        tree.forget(key)
+        traffic.forget(key, len(ranks))
+        owners.add(creator_key)
+    for owner in owners:
+        inst = instance_of(owner)
+        if inst is None:
+            continue
+        owned = inst.owned_meshes
+        for mesh in [m for m in list(owned) if _table_of(m) is table]:
+            try:
+                owned.remove(mesh)  # one by one: the owner may be appending meanwhile
+            except ValueError:
+                pass
+
+
+def _table_of(mesh: Any) -> ProcTable | None:
+    if isinstance(mesh, ProcMesh):
+        return mesh._table
+    if isinstance(mesh, ActorMesh):
+        return mesh._proc_mesh._table
+    return None
 
 
 def _actor_report(table: ProcTable, mesh_key: str, mesh_rank: int, report: str) -> str:
@@ -391,11 +444,6 @@ class ProcMesh(MeshTrait):
         """The state of each rank of this view (see `mesh.rank_state`)."""
         table = self._table
         return [proc_rank_state(table, g) for g in self._mesh_shape.ranks()]
-
-    def _rank_states(self) -> list[tuple[str, str, int | None]]:
-        """`rank_states()` as (state, detail, pid), for the notebook widgets until they read
-        `rank_states()`."""
-        return [(r.state.value, r.detail, r.pid) for r in self.rank_states()]
 
     def _repr_html_(self) -> str:
         from monarch._src.mesh.html import mesh_html

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Iterable
 
-__all__ = ["answered", "count_answered", "count_sent", "sent"]
+__all__ = ["answered", "count_answered", "count_sent", "forget", "sent"]
 
 sent: Counter[tuple[str, int]] = Counter()
 answered: Counter[tuple[str, int]] = Counter()
@@ -24,3 +24,10 @@ def count_sent(key: str, ranks: Iterable[int]) -> None:
 
 def count_answered(key: str, rank: int) -> None:
     answered[(key, rank)] += 1
+
+
+def forget(key: str, size: int) -> None:
+    """Drop the counts of the `size` ranks of mesh `key` (its procs are gone)."""
+    for rank in range(size):
+        sent.pop((key, rank), None)
+        answered.pop((key, rank), None)

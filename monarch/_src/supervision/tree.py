@@ -12,6 +12,7 @@ Events go in, decisions come out; nothing here does I/O, so the rules are unit-t
 * `owner_failed(actor)` returns the meshes that actor owns and that still run, newest first: a
   mesh cannot outlive its owner.
 * `status(mesh)` gives a mesh's stopped flag and failed ranks, to refuse calls before sending.
+* `forget(mesh)` drops a mesh whose procs are gone (nothing can report about it any more).
 
 References and slices are not in the tree: only owners are, so only owners are told.
 """
@@ -121,3 +122,21 @@ class OwnershipTree:
         with self._lock:
             record = self._meshes.get(key)
             return None if record is None else record.owner
+
+    def forget(self, key: str) -> None:
+        """Drop the record of mesh `key`, once nothing can report about it any more (its procs
+        are gone): a tree that only grew would keep every mesh ever spawned."""
+        with self._lock:
+            record = self._meshes.pop(key, None)
+            if record is None:
+                return
+            owned = self._owned.get(record.owner)
+            if owned is not None:
+                owned.remove(key)
+                if not owned:
+                    del self._owned[record.owner]
+
+    def __len__(self) -> int:
+        """The number of meshes recorded."""
+        with self._lock:
+            return len(self._meshes)
