@@ -296,7 +296,10 @@ class ActorMesh(MeshTrait, Generic[T]):
         counts as failed, with the proc's exit report, even before the tree heard of it."""
         local = self._local_ranks()
         table = self._proc_mesh._table
-        return [actor_rank_state(table, self._key, local[g], g, self._stopped)
+        stopped = self._stopped
+        if stopped is None and tree.status(self._key) is None and self._forgotten():
+            stopped = ""  # stopped, and forgotten by the tree since: no reason known here
+        return [actor_rank_state(table, self._key, local[g], g, stopped)
                 for g in self._cast_plan().ranks]
 
     def _repr_html_(self) -> str:
