@@ -307,12 +307,9 @@ class LocalHostAgent:
                 reused = self._by_addr.get(key) not in (None, table.pids[rank])
             if not reused:  # else a newer proc of another table listens on that port now
                 mailbox.mark_dead(key, SupervisionError(STOPPED_REPORT))
-        with self._lock:  # the procs are gone: a long-lived agent keeps nothing of them
+        with self._lock:  # the procs are gone: forget their tables
             for proc_id in table.proc_ids:
                 self._procs.pop(proc_id, None)
-            for pid in table.pids:
-                if pid is not None and pid in self._exited and self._exited[pid].done():
-                    del self._exited[pid]
 
     def _exit_of(self, pid: int) -> concurrent.futures.Future[str] | None:
         with self._lock:

@@ -12,7 +12,8 @@ Events go in, decisions come out; nothing here does I/O, so the rules are unit-t
 * `owner_failed(actor)` returns the meshes that actor owns and that still run, newest first: a
   mesh cannot outlive its owner.
 * `status(mesh)` gives a mesh's stopped flag and failed ranks, to refuse calls before sending.
-* `forget(mesh)` drops a mesh whose procs are gone (nothing can report about it any more).
+* `forget(mesh)` drops a stopped mesh whose actors or procs are gone; a report about it that
+  still arrives (`rank_failed`) is dropped, as for any stopped mesh.
 
 References and slices are not in the tree: only owners are, so only owners are told.
 """
@@ -26,6 +27,8 @@ from dataclasses import dataclass, field
 __all__ = ["ROOT", "Delivery", "Health", "MeshRecord", "OwnershipTree"]
 
 ROOT = "<root>"  # the owner key of meshes the root client spawned
+# Forgotten meshes still recognised (`knows`), so a late report about one is dropped.
+_FORGOTTEN_KEPT = 1024
 
 
 class Health(enum.Enum):
@@ -66,6 +69,9 @@ class OwnershipTree:
         self._lock = threading.Lock()
         self._meshes: dict[str, MeshRecord] = {}  # mesh key -> record
         self._owned: dict[str, list[str]] = {}  # owner key -> mesh keys, in spawn order
+        # The last meshes forgotten (oldest first, at most _FORGOTTEN_KEPT): a report about one
+        # that arrives late is still known to be about a stopped mesh, and dropped.
+        self._forgotten: dict[str, None] = {}
 
     def add(self, key: str, name: str, owner: str, size: int, actors: bool) -> None:
         """A mesh was spawned by `owner`."""
@@ -115,8 +121,9 @@ class OwnershipTree:
         return None if record is None else (record.stopped, record.failed)
 
     def knows(self, key: str) -> bool:
+        """Whether mesh `key` was spawned here (and not forgotten long ago)."""
         with self._lock:
-            return key in self._meshes
+            return key in self._meshes or key in self._forgotten
 
     def owner_of(self, key: str) -> str | None:
         with self._lock:
@@ -130,6 +137,9 @@ class OwnershipTree:
             record = self._meshes.pop(key, None)
             if record is None:
                 return
+            self._forgotten[key] = None
+            if len(self._forgotten) > _FORGOTTEN_KEPT:
+                del self._forgotten[next(iter(self._forgotten))]
             owned = self._owned.get(record.owner)
             if owned is not None:
                 owned.remove(key)
