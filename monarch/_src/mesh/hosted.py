@@ -172,7 +172,7 @@ class HostedActor:
         self._answer_owed(tomb.error, multi_use=True)  # a failure whose cleanup never ran
         # What arrived after the thread's last message is answered here: calls fail, a stop
         # request is acknowledged (the actor is stopped), a readiness query gets the error.
-        for msg in list(self.thread._queue):
+        for msg in self.thread.queued():
             if isinstance(msg, Call):
                 tomb.enqueue(msg)
             elif isinstance(msg, inbox.Stop) and msg.reply is not None:
@@ -421,7 +421,7 @@ class HostedActor:
 
     def _answer_queued(self, err: SupervisionError) -> None:
         """Answer the calls queued behind a message that is still running (any thread)."""
-        for env in list(self.thread._queue):
+        for env in self.thread.queued():
             if isinstance(env, Call) and env.reply is not None:
                 self._answered.add(id(env))
                 self.mailbox.reply_error(env.reply, err, env.rank)
