@@ -56,9 +56,11 @@ from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import ActorError, MeshFailure
+from monarch._src.mesh import hooks as _hooks
 from monarch._src.wiring import controller as _wiring
 
 _wiring.install()
+_hooks.fault_hook.install(lambda: unhandled_fault_hook)  # read at each fault: users reassign it
 
 __all__ = [
     "Accumulator",

@@ -67,7 +67,7 @@ def _slot(name: str, doc: str, missing: str) -> Slot[Any]:
     return slot
 
 
-# --- filled by the controller wiring (monarch._src.wiring.controller) --------------------------
+# --- filled by the controller wiring (monarch._src.wiring.controller) unless said otherwise -----
 
 #: `rref(endpoint, args, kwargs) -> Tensor`: an endpoint called as a tensor-engine `rref`.
 rref: Slot[Callable[..., Any]] = _slot(
@@ -85,6 +85,7 @@ mesh_engine: Slot[Callable[[Any], Any]] = _slot(
 
 #: `fault_hook() -> Callable[[MeshFailure], None] | None`: the client's current
 #: `unhandled_fault_hook` (looked up on each fault, so a user may reassign it at any time).
+#: Filled by the `monarch.actor` facade itself, whose attribute it reads.
 fault_hook: Slot[Callable[[], Any]] = _slot(
     "fault_hook",
     "Looks up monarch.actor.unhandled_fault_hook each time a fault reaches the client.",
@@ -92,10 +93,12 @@ fault_hook: Slot[Callable[[], Any]] = _slot(
 )
 
 #: `workspace_sync(host_mesh, workspace, conda, auto_reload) -> None`: HostMesh.sync_workspace.
+#: Filled by `monarch.tools.config.workspace` when it is imported (a `Workspace` cannot exist
+#: before), so an empty slot means the argument is not a Workspace.
 workspace_sync: Slot[Callable[..., Any]] = _slot(
     "workspace_sync",
-    "The job feature's workspace sync behind HostMesh.sync_workspace.",
-    "HostMesh.sync_workspace needs the job feature: import monarch.actor first",
+    "The workspace sync behind HostMesh.sync_workspace.",
+    "HostMesh.sync_workspace takes a monarch.tools.config.Workspace",
 )
 
 #: `local_host() -> HostAgent`: the process's local host agent (made on first call).

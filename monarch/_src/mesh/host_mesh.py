@@ -165,7 +165,13 @@ class HostMesh(MeshTrait):
                 "cannot call sync_workspace on a sliced host mesh or one that was sent over an "
                 "actor endpoint"
             )
-        await hooks.workspace_sync.require()(self, workspace, conda, auto_reload)
+        sync = hooks.workspace_sync.get()
+        if sync is None:  # filled by importing monarch.tools.config, which a Workspace needs
+            raise TypeError(
+                "HostMesh.sync_workspace takes a monarch.tools.config.Workspace, e.g. "
+                f"Workspace(dirs=['./my_project']); got {type(workspace).__name__}."
+            )
+        await sync(self, workspace, conda, auto_reload)
 
     @property
     def python_executable(self) -> str | None:

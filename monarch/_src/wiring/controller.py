@@ -2,12 +2,15 @@
 
 Imported by `monarch.actor` (and so by everything that imports it). Installing is cheap: each
 slot gets a small function that imports its feature on first use, so importing this module
-imports neither torch nor the tensor engine.
+imports neither torch nor the tensor engine. Two slots are filled by the facades that own what
+they return, not here: `fault_hook` by `monarch.actor` (it reads the facade's own
+`unhandled_fault_hook`), `workspace_sync` by `monarch.tools.config.workspace` (a `Workspace` can
+only exist once that module is imported).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from monarch._src.mesh import hooks
 
@@ -25,9 +28,7 @@ def install() -> None:
     hooks.proc_setup.install(("monarch._src.wiring.proc:install",))
     hooks.rref.install(_rref)
     hooks.mesh_engine.install(_mesh_engine)
-    hooks.fault_hook.install(_fault_hook)
     hooks.local_host.install(_local_host)
-    hooks.workspace_sync.install(_workspace_sync)
     from monarch._src.debug import agent as debug_agent  # cheap: neither pdb nor torch
 
     debug_agent.install()  # breakpoint(), post-mortem and stack dumps in this process
@@ -47,23 +48,8 @@ def _mesh_engine(proc_mesh: Any) -> Any:
     return engine_for(proc_mesh)
 
 
-def _fault_hook() -> Callable[[Any], None]:
-    """The facade's current `unhandled_fault_hook` (users may reassign it at any time)."""
-    import monarch.actor
-
-    hook: Callable[[Any], None] = getattr(monarch.actor, "unhandled_fault_hook")
-    return hook
-
-
 def _local_host() -> Any:
     """This process's local host agent (`this_host()`), made on first use."""
     from monarch._src.hosts.local import local_agent
 
     return local_agent()
-
-
-async def _workspace_sync(host_mesh: Any, workspace: Any, conda: bool, auto_reload: bool) -> None:
-    """`HostMesh.sync_workspace`: the workspace feature of `monarch.tools.config`."""
-    from monarch.tools.config.workspace import sync_host_mesh
-
-    await sync_host_mesh(host_mesh, workspace, conda, auto_reload)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from monarch._src.mesh import hooks
 from monarch.tools.config.environment import CondaEnvironment, Environment
 
 __all__ = ["ACTIVE_CONDA_ENV", "Workspace", "sync_host_mesh"]
@@ -123,3 +124,8 @@ def _environment_to_sync(workspace: Workspace) -> str:
             "pass Workspace(env=CondaEnvironment(conda_prefix=...))."
         )
     return prefix
+
+
+# HostMesh.sync_workspace calls this through its hook slot; a Workspace exists only once this
+# module is imported, so the slot is filled exactly when a valid call is possible.
+hooks.workspace_sync.install(sync_host_mesh)
