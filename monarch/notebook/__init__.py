@@ -49,7 +49,7 @@ _installed = False
 
 def flush_logs(timeout: float = 10.0) -> None:
     """Wait until every line the procs of this process wrote so far reached its output."""
-    from monarch._src.mesh.host_agent import agents
+    from monarch._src.lowlevel import agents
 
     for agent in agents():
         if not agent.is_local:  # remote hosts' lines come when they come

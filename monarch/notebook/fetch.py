@@ -14,7 +14,7 @@ from typing import Any
 
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
-from monarch._src.mesh.casting import target
+from monarch._src.lowlevel import target
 from monarch._src.mesh.endpoint import Endpoint
 
 __all__ = ["FetchView", "describe"]

@@ -21,10 +21,10 @@ import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type in
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.mesh.casting import CastPlan, plan
+from monarch._src.lowlevel import CastPlan, plan
 from monarch._src.mesh.html import STATE_COLORS
 from monarch._src.mesh.proc_mesh import ProcMesh, proc_table
-from monarch._src.mesh.rank_state import Health
+from monarch._src.lowlevel import Health
 from monarch._src.shape import Extent
 
 __all__ = ["MeshView", "spawn_progress"]

@@ -14,7 +14,9 @@ Packages, from the bottom up (a package may import its own layer's leaves and an
 Between features only the edges of FEATURE_DEPS are allowed. The modules that keep
 torchmonarch's private import paths (`monarch._src.actor.*`, `monarch._src.rdma.rdma`) are
 facades. Checked here: no import goes up a layer or across features outside FEATURE_DEPS; no
-cycle between packages; no underscore name imported across packages; no underscore attribute
+cycle between packages; features (and the notebook) reach the runtime, the transport and the
+mesh's seams only through `monarch._src.lowlevel`; no underscore name imported across packages;
+no underscore attribute
 read on another package's object (an attribute named `_x` read from something other than
 `self`/`cls`, where only other packages define `_x`).
 """
@@ -196,6 +198,29 @@ def test_no_private_name_imported_across_packages():
         if _private(name or "") or (name is None and _private(target.rsplit(".", 1)[-1]))
     ]
     assert not wrong, "private names across packages:\n" + "\n".join(wrong)
+
+
+# What features reach only through monarch._src.lowlevel (the extension surface): the runtime and
+# transport, and the mesh's seams. The programming model itself (Actor, endpoint, context, the
+# meshes) they import from its home, as users do.
+SURFACE_ONLY = (
+    "monarch._src.runtime",
+    "monarch._src.transport",
+    "monarch._src.mesh.casting",
+    "monarch._src.mesh.hooks",
+    "monarch._src.mesh.host_agent",
+    "monarch._src.mesh.rank_state",
+)
+
+
+def test_features_use_the_extension_surface():
+    wrong = [
+        f"{module}:{line} imports {target} (use monarch._src.lowlevel)"
+        for src, _, module, target, _, line in _cross_imports()
+        if (src in FEATURES or module.startswith("monarch.notebook"))
+        and any(target == m or target.startswith(m + ".") for m in SURFACE_ONLY)
+    ]
+    assert not wrong, "features past the extension surface:\n" + "\n".join(wrong)
 
 
 def _defined_private_names() -> dict[str, set[str]]:

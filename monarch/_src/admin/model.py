@@ -23,7 +23,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 if TYPE_CHECKING:
-    from monarch._src.mesh.host_agent import PlacedTable
+    from monarch._src.lowlevel import PlacedTable
 
 __all__ = ["AdminModel", "PausedSource", "collect", "find_proc", "set_paused_source"]
 
@@ -44,7 +44,7 @@ def set_paused_source(source: PausedSource | None) -> None:
 def _placed_tables() -> list[PlacedTable]:
     """Every live proc table this process started, with the host of each rank: on this
     machine, and on remote hosts attached with `attach_to_workers` / `hosts_from_dask`."""
-    from monarch._src.mesh.host_agent import agents
+    from monarch._src.lowlevel import agents
 
     return [placed for agent in agents() for placed in agent.snapshot()]
 
@@ -52,8 +52,8 @@ def _placed_tables() -> list[PlacedTable]:
 def collect() -> Snapshot:
     """A snapshot of this client's hosts, procs and actors (plain dicts and lists)."""
     from monarch._src.mesh import traffic
-    from monarch._src.mesh.rank_state import Health, actor_rank_state, proc_rank_state
-    from monarch._src.runtime.mailbox import PENDING_PREFIX
+    from monarch._src.lowlevel import Health, actor_rank_state, proc_rank_state
+    from monarch._src.lowlevel import PENDING_PREFIX
 
     source = _paused_source
     paused = set(source()) if source is not None else set()
@@ -98,9 +98,9 @@ def collect() -> Snapshot:
 def find_proc(mesh: str, rank: int) -> str:
     """The address of the proc behind rank `rank` of the actor or proc mesh called `mesh`
     (`client` is this process)."""
-    from monarch._src.mesh.rank_state import Health, proc_rank_state
-    from monarch._src.runtime.mailbox import PENDING_PREFIX
-    from monarch._src.runtime.runtime import get_runtime
+    from monarch._src.lowlevel import Health, proc_rank_state
+    from monarch._src.lowlevel import PENDING_PREFIX
+    from monarch._src.lowlevel import get_runtime
 
     if mesh in ("client", "root"):
         return get_runtime().address

@@ -21,10 +21,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from monarch._src.runtime import runtime as runtime_module
-from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.ports import OncePort, decode_reply
-from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_started
+from monarch._src.lowlevel import on_start
+from monarch._src.lowlevel import CONTROL, Control
+from monarch._src.lowlevel import OncePort, decode_reply
+from monarch._src.lowlevel import Runtime, get_runtime, runtime_if_started
 
 __all__ = ["StackDump", "dump_stacks", "install", "install_stacks", "python_stacks"]
 
@@ -161,9 +161,9 @@ def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> 
 def install() -> None:
     """Answer `stacks` requests in this process (idempotent): in the runtime already running,
     if any, and in every runtime started later. The debug agent's `install()` calls it."""
-    if install_stacks in runtime_module.on_start:
+    if install_stacks in on_start:
         return
-    runtime_module.on_start.append(install_stacks)
+    on_start.append(install_stacks)
     rt = runtime_if_started()
     if rt is not None:
         install_stacks(rt)

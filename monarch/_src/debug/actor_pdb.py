@@ -27,8 +27,8 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.runtime import Runtime
+from monarch._src.lowlevel import CONTROL, Control
+from monarch._src.lowlevel import Runtime
 
 __all__ = ["ActorPdb", "debug_idle_timeout", "deliver_input", "open_session"]
 

@@ -24,8 +24,8 @@ from typing import Any, Callable
 from monarch._src.admin import stacks
 from monarch._src.mesh import hosted
 from monarch._src.mesh.context import current_hosted
-from monarch._src.runtime import runtime as runtime_module
-from monarch._src.runtime.runtime import Runtime, runtime_if_started
+from monarch._src.lowlevel import on_start
+from monarch._src.lowlevel import Runtime, runtime_if_started
 
 __all__ = ["POST_MORTEM_ENV", "install", "install_debug_agent", "set_local_post_mortem"]
 
@@ -106,9 +106,9 @@ def install() -> None:
     """Install the debugger and the stack dumps in this process (idempotent): in the runtime
     already running, if any, and in every runtime started later."""
     stacks.install()
-    if install_debug_agent in runtime_module.on_start:
+    if install_debug_agent in on_start:
         return
-    runtime_module.on_start.append(install_debug_agent)
+    on_start.append(install_debug_agent)
     rt = runtime_if_started()
     if rt is not None:  # installed after the runtime started
         install_debug_agent(rt)

@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterable, TextIO
 
 from monarch._src.admin.model import set_paused_source
 from monarch._src.debug.agent import POST_MORTEM_ENV, set_local_post_mortem
-from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.lowlevel import CONTROL, Control
+from monarch._src.lowlevel import get_runtime
 
 __all__ = ["DebugController", "DebugSession", "debug_controller", "debug_controller_here"]
 
@@ -289,7 +289,7 @@ def _split_prompt(text: str) -> tuple[str, str]:
 
 def _live_proc_addresses() -> list[str]:
     """Addresses of the procs this process started that are up (on every host agent)."""
-    from monarch._src.mesh.host_agent import agents
+    from monarch._src.lowlevel import agents
 
     return [addr for agent in agents() for addr in agent.live_addresses()]
 

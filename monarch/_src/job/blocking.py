@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from monarch._src.runtime.future import loop_running_here
+from monarch._src.lowlevel import loop_running_here
 
 __all__ = ["shutdown_quietly", "wait_for"]
 

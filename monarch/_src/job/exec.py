@@ -32,7 +32,7 @@ from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.port import Channel, Port
-from monarch._src.runtime.future import Future
+from monarch._src.lowlevel import Future
 
 __all__ = ["BashActor", "exec_command", "rank_env", "shell"]
 

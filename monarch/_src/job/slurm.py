@@ -325,7 +325,7 @@ def _in_batch_client() -> bool:
 def _use_tcp() -> None:
     """Make this client listen on a routable TCP address, unless monarch already started."""
     from monarch._src.config import configure, parse_transport
-    from monarch._src.runtime.runtime import runtime_if_started
+    from monarch._src.lowlevel import runtime_if_started
 
     if runtime_if_started() is None:  # what monarch.actor.enable_transport("tcp") does then
         configure(default_transport=parse_transport("tcp"))

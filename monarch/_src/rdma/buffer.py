@@ -27,7 +27,7 @@ from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
 from monarch._src.rdma.memory import Region, as_region
 from monarch._src.rdma.verbs import RemoteKey
-from monarch._src.runtime.future import Future
+from monarch._src.lowlevel import Future
 
 __all__ = ["RDMAAction", "RDMABuffer"]
 

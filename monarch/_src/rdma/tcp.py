@@ -81,7 +81,7 @@ class TcpServer:
         self._sock = socket.create_server((host, 0), backlog=128)
         if host in ("0.0.0.0", "::", ""):
             # Listening on every interface: advertise the address peers on other hosts dial.
-            from monarch._src.runtime.runtime import routable_ip
+            from monarch._src.lowlevel import routable_ip
 
             host = routable_ip()
         self.endpoint: tuple[str, int] = (host, self._sock.getsockname()[1])

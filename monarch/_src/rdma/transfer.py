@@ -113,7 +113,7 @@ def run_op(op: Op, deadline: float) -> None:
 
 def _run_op(op: Op, deadline: float) -> None:
     h = op.handle
-    from monarch._src.runtime.runtime import runtime_if_started
+    from monarch._src.lowlevel import runtime_if_started
 
     rt = runtime_if_started()
     if rt is not None and rt.mailbox.is_dead(h.owner_addr):

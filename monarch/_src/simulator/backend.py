@@ -14,7 +14,7 @@ import threading
 import uuid
 from typing import Any, Callable
 
-from monarch._src.runtime.future import Future
+from monarch._src.lowlevel import Future
 from monarch._src.shape import Shape, Slice
 from monarch._src.simulator.session import Session
 from monarch._src.tensor.commands import Ref

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
 from monarch._src.config.duration import parse_duration_seconds
-from monarch._src.mesh import casting
+from monarch._src.lowlevel import casting
 from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
-from monarch._src.runtime.future import Future
-from monarch._src.runtime.ports import OncePort, decode_reply
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.lowlevel import Future
+from monarch._src.lowlevel import OncePort, decode_reply
+from monarch._src.lowlevel import get_runtime
 from monarch._src.tensor.commands import Delete
 from monarch._src.tensor.errors import RemoteException, WorkerError
 
@@ -332,7 +332,7 @@ def local_decode(raw: Any) -> Any:
 def _replace_unpicklable(batch: list[Any]) -> list[Any]:
     """`batch` with each command that cannot be pickled replaced by one that fails on the
     workers with the pickling error (so its outputs are poisoned and the fetch says why)."""
-    from monarch._src.runtime.envelope import encode
+    from monarch._src.lowlevel import encode
     from monarch._src.tensor.commands import CallRemote, OpMeta
 
     out: list[Any] = []

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
-from monarch._src.runtime.future import Future
+from monarch._src.lowlevel import Future
 from monarch._src.tensor.commands import Ref
 from monarch._src.tensor.mesh import DeviceMesh, active_mesh_or_none
 from monarch._src.tensor.tensor import Tensor

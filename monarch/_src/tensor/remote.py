@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 
-from monarch._src.runtime.future import Future
+from monarch._src.lowlevel import Future
 from monarch._src.tensor.commands import CallRemote, OpMeta
 from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.fetch import engine_rank_at, split_tree

@@ -25,7 +25,7 @@ from typing import Any
 
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
-from monarch._src.runtime.ports import PortEntry
+from monarch._src.lowlevel import PortEntry
 from monarch._src.tensor.commands import (
     ActorCall,
     Borrow,
@@ -194,7 +194,7 @@ class RrefPort(PortEntry):
             self._skip += 1
 
     def fail(self, exc: BaseException) -> None:
-        from monarch._src.runtime.envelope import PORT_ERROR, encode
+        from monarch._src.lowlevel import PORT_ERROR, encode
 
         self.deliver(encode(exc), None, PORT_ERROR)
 
@@ -376,7 +376,7 @@ class WorkerState:
             raise TypeError(f"Unknown tensor-engine command {kind.__name__}.")
 
     def _call_actor(self, cmd: CallActor) -> None:
-        from monarch._src.runtime.ports import decode_reply
+        from monarch._src.lowlevel import decode_reply
 
         # The controller sent the call straight to the actor (keeping FIFO with its other
         # calls) with this worker's port as the reply address; results arrive in call order.
@@ -406,9 +406,9 @@ class WorkerState:
         arguments). An endpoint's exception and a poisoned argument both reach the caller as a
         `RemoteException`; a broadcast's reply is dropped.
         """
-        from monarch._src.runtime.envelope import PORT, PORT_ERROR, PortMsg, decode, encode
+        from monarch._src.lowlevel import PORT, PORT_ERROR, PortMsg, decode, encode
         from monarch._src.supervision.errors import ActorError
-        from monarch._src.runtime.runtime import get_runtime
+        from monarch._src.lowlevel import get_runtime
 
         poisoned = self._hand_over(cmd.token, cmd.shards)
         try:
@@ -580,7 +580,7 @@ class TensorWorker(Actor):
         of endpoint calls with distributed tensors among their arguments)."""
         state = self.state
         if state.ports is None:
-            from monarch._src.runtime.runtime import get_runtime
+            from monarch._src.lowlevel import get_runtime
 
             mailbox = get_runtime().mailbox
             state.ports = (mailbox.open_port(state.rref_entry),

@@ -1,0 +1,122 @@
+"""The extension surface: what features (rdma, tensor, simulator, job, spmd, debug, admin) and the
+notebook may use of the layers below them, besides the programming model itself (`Actor`,
+`endpoint`, `context()`, the meshes).
+
+Features import these names from here, never from `runtime/` or `transport/` directly, and never
+an underscore name from anywhere (tests/unit/test_layers.py checks both). Each name keeps its
+home module, where its documentation lives:
+
+* Casting (`mesh/casting.py`, also as the module `casting`): `plan(mesh) -> CastPlan` (the ranks, routing keys, actor key and
+  extent of a call to an actor mesh), `target(endpoint) -> EndpointTarget`, `check(mesh)`,
+  `encode_args`, `post_call(...)` (one `Call` per target rank).
+* Futures (`runtime/future.py`): `Future` with `from_concurrent`, `from_value`,
+  `from_exception`, `map`, `wait`, `outcome`; `loop_running_here()`, `check_timeout`.
+* Ports (`runtime/ports.py`): `PortEntry`, the base of every port-table entry (subclass it and
+  `runtime.open_port(entry)`), and the stock entries `OncePort`, `GatherPort`, `StreamPort`;
+  `decode_reply`.
+* Envelopes (`runtime/envelope.py`): the typed records `Call`, `PortMsg`, `Control` and their
+  kinds, `encode`/`decode` of payloads.
+* The runtime (`runtime/runtime.py`): `get_runtime()`, `runtime_if_started()`, `Runtime` (its
+  `shutdown_hooks`, control handlers), `on_start` (functions run on every runtime this process
+  starts: where features register their control operations), `routable_ip()`.
+* Host agents (`mesh/host_agent.py`): the `HostAgent` protocol and the registry of this process's
+  live agents (`agents()`, `register`, `forget`), each with `snapshot() -> list[PlacedTable]`.
+* Rank state (`mesh/rank_state.py`): `RankState`, `Health`, `proc_rank_state`,
+  `actor_rank_state` (one state per rank, the ownership tree's order everywhere).
+* Proc meshes (`mesh/proc_mesh.py`): `proc_table(mesh)`, `mesh_id(mesh)`, `root_of(mesh)`.
+* Hook slots (`mesh/hooks.py`, as `hooks`): where a feature plugs into the layers below it;
+  the wiring modules (`monarch._src.wiring`) fill them.
+* Errors: `failure_report(...)` builds "The actor X and all its descendants have failed:".
+"""
+
+from __future__ import annotations
+
+from monarch._src.mesh import casting, hooks
+from monarch._src.mesh.casting import (
+    CastPlan,
+    EndpointTarget,
+    check,
+    encode_args,
+    plan,
+    post_call,
+    target,
+)
+from monarch._src.mesh.context import current_hosted
+from monarch._src.mesh.host_agent import HostAgent, PlacedTable, agents, forget, register
+from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
+from monarch._src.mesh.rank_state import Health, RankState, actor_rank_state, proc_rank_state
+from monarch._src.runtime.envelope import (
+    CALL,
+    CONTROL,
+    PORT,
+    PORT_CLOSED,
+    PORT_ERROR,
+    PORT_VALUE,
+    Call,
+    Control,
+    PortMsg,
+    decode,
+    encode,
+)
+from monarch._src.runtime.future import Future, check_timeout, loop_running_here
+from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.ports import GatherPort, OncePort, PortEntry, StreamPort, decode_reply
+from monarch._src.runtime.runtime import (
+    Runtime,
+    get_runtime,
+    on_start,
+    routable_ip,
+    runtime_if_started,
+)
+from monarch._src.supervision.errors import failure_report
+
+__all__ = [
+    "CALL",
+    "CONTROL",
+    "PENDING_PREFIX",
+    "PORT",
+    "PORT_CLOSED",
+    "PORT_ERROR",
+    "PORT_VALUE",
+    "Call",
+    "CastPlan",
+    "Control",
+    "EndpointTarget",
+    "Future",
+    "GatherPort",
+    "Health",
+    "HostAgent",
+    "OncePort",
+    "PlacedTable",
+    "PortEntry",
+    "PortMsg",
+    "RankState",
+    "Runtime",
+    "StreamPort",
+    "actor_rank_state",
+    "agents",
+    "casting",
+    "check",
+    "check_timeout",
+    "current_hosted",
+    "decode",
+    "decode_reply",
+    "encode",
+    "encode_args",
+    "failure_report",
+    "forget",
+    "get_runtime",
+    "hooks",
+    "loop_running_here",
+    "mesh_id",
+    "on_start",
+    "plan",
+    "post_call",
+    "proc_rank_state",
+    "proc_table",
+    "register",
+    "root_of",
+    "routable_ip",
+    "runtime_if_started",
+    "target",
+]
