@@ -12,6 +12,7 @@ behind `this_host()`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import itertools
 import socket
@@ -37,6 +38,9 @@ from monarch._src.supervision.errors import SupervisionError
 
 __all__ = ["LocalHostAgent", "local_agent", "proc_exit_report", "this_host"]
 
+# How many stopped procs' output is still routed (see LocalHostAgent._stopped_procs).
+_STOPPED_PROCS_KEPT = 1024
+
 Where = tuple[ProcTable, int]  # a proc's table and its rank in it
 
 
@@ -58,6 +62,9 @@ class LocalHostAgent:
         self._ids = itertools.count()
         self._pending: dict[str, Where] = {}  # not yet ready: proc id -> where
         self._procs: dict[str, Where] = {}  # every proc id -> (table, rank)
+        # Procs stopped lately (bounded): output they wrote before exiting can be read after the
+        # stop completed; it still reaches their mesh's stream.
+        self._stopped_procs: collections.OrderedDict[str, Where] = collections.OrderedDict()
         self._by_pid: dict[int, Where] = {}  # pid -> (table, rank)
         self._exited: dict[int, concurrent.futures.Future[str]] = {}  # pid -> exit status
         self._tables: list[ProcTable] = []  # tables not yet stopped
@@ -245,16 +252,21 @@ class LocalHostAgent:
     def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
         """Output a proc forwards (`enable_log_forwarding`)."""
         proc_id, fd, text = args
-        where = self._procs.get(proc_id)
+        where = self._output_of(proc_id)
         if where is not None:
             self.logs.received(where[0], proc_id, fd, text, forwarded=True)
 
     def _log_tail(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
         """Output of a proc that is not forwarded, kept for its failure report only."""
         proc_id, fd, text = args
-        where = self._procs.get(proc_id)
+        where = self._output_of(proc_id)
         if where is not None:
             self.logs.received(where[0], proc_id, fd, text, forwarded=False)
+
+    def _output_of(self, proc_id: str) -> Where | None:
+        """Where output of `proc_id` goes: a live proc's table, or a lately stopped one's."""
+        with self._lock:
+            return self._procs.get(proc_id) or self._stopped_procs.get(proc_id)
 
     def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
         """A barrier: returns once every line the procs wrote so far was written here."""
@@ -309,7 +321,11 @@ class LocalHostAgent:
                 mailbox.mark_dead(key, SupervisionError(STOPPED_REPORT))
         with self._lock:  # the procs are gone: forget their tables
             for proc_id in table.proc_ids:
-                self._procs.pop(proc_id, None)
+                where = self._procs.pop(proc_id, None)
+                if where is not None:
+                    self._stopped_procs[proc_id] = where
+            while len(self._stopped_procs) > _STOPPED_PROCS_KEPT:
+                self._stopped_procs.popitem(last=False)
 
     def _exit_of(self, pid: int) -> concurrent.futures.Future[str] | None:
         with self._lock:
