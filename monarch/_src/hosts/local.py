@@ -24,6 +24,7 @@ from monarch._src.hosts.binding import cpus_for_binding
 from monarch._src.hosts.connection_loss import CONFIRM_DELAY, confirm_lost
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import ProcLogs
+from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.proc_spawn import proc_spec, watch_spawn
 from monarch._src.hosts.proc_stop import STOPPED_REPORT, StopLimits, stop_table
 from monarch._src.hosts.zygote_client import ZygoteClient
@@ -154,7 +155,8 @@ class LocalHostAgent:
         self._proc_failed(table, rank, report)
 
     def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, addr, pid, error = args[:4]
+        ready = ProcReady(*args)
+        proc_id, addr, pid, error = ready.proc_id, ready.address, ready.pid, ready.error
         with self._lock:
             where = self._pending.pop(proc_id, None)
             if where is not None:
@@ -166,8 +168,8 @@ class LocalHostAgent:
         table, rank = where
         key = PENDING_PREFIX + proc_id
         if error is not None:
-            if len(args) > 4 and args[4] is not None:
-                table.setup_errors[rank] = args[4]  # what Monarch's setup actor raises
+            if ready.setup_error is not None:
+                table.setup_errors[rank] = ready.setup_error  # what Monarch's setup actor raises
             table.fail(rank, error)
             self.rt.mailbox.mark_dead(key, SupervisionError(error))
             return

@@ -20,6 +20,7 @@ import threading
 from typing import Any
 
 from monarch._src.config import apply_snapshot, duration_seconds, get as config_get
+from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture, capture_paths
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
@@ -88,8 +89,8 @@ def run_proc(spec: dict[str, Any]) -> int:
         except BaseException as exc:  # reported to the controller, which fails the proc mesh
             error = f"bootstrap of proc {spec['proc_id']} failed: {type(exc).__name__}: {exc}"
             failure = _setup_failure(exc)
-    mailbox.post(controller, Control(CONTROL, "proc_ready", (
-        spec["proc_id"], addr, os.getpid(), error, failure), None))
+    ready = ProcReady(spec["proc_id"], addr, os.getpid(), error, failure)
+    mailbox.post(controller, Control(CONTROL, "proc_ready", tuple(ready), None))
     loop.run_until_complete(done)
     for hook in reversed(rt.shutdown_hooks):  # e.g. procs this proc's actors started
         try:

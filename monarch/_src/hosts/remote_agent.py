@@ -37,6 +37,7 @@ from monarch._src.hosts.addresses import (
 )
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import settled
+from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.proc_stop import STOPPED_REPORT
 from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.controller import root_address
@@ -436,13 +437,13 @@ def _install(rt: Runtime) -> None:
     _installed.add(id(rt))
 
     def ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, addr, pid, error = args[:4]
-        found = _procs.get(proc_id)
+        report = ProcReady(*args)
+        found = _procs.get(report.proc_id)
         if found is not None:
             agent, table, rank = found
-            if error is not None and len(args) > 4 and args[4] is not None:
-                table.setup_errors[rank] = args[4]  # what Monarch's setup actor raises
-            agent._proc_ready(table, rank, addr, pid, error)
+            if report.error is not None and report.setup_error is not None:
+                table.setup_errors[rank] = report.setup_error  # what Monarch's setup actor raises
+            agent._proc_ready(table, rank, report.address, report.pid, report.error)
 
     def failed(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         proc_id, report = args

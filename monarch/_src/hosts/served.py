@@ -31,6 +31,7 @@ import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new ru
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.local import LocalHostAgent
+from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.runtime import Runtime
@@ -142,8 +143,9 @@ class HostServer:
         client, table_id, proc_ids, spec = args
         if client != self.client:
             for proc_id in proc_ids:
-                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", (
-                    proc_id, "", 0, f"host {self.address} is serving another client"), None))
+                refused = ProcReady(proc_id, "", 0, f"host {self.address} is serving another client")
+                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", tuple(refused),
+                                                     None))
             return
         spec = dict(spec)
         spec["listen"] = _listen_address(self.dialed_host)
