@@ -40,10 +40,6 @@ class Slot(Generic[T]):
         with self._lock:
             self._value = value
 
-    def uninstall(self) -> None:
-        with self._lock:
-            self._value = None
-
     def get(self) -> T | None:
         return self._value
 
@@ -55,10 +51,10 @@ class Slot(Generic[T]):
 
     def __repr__(self) -> str:
         state = "empty" if self._value is None else f"filled with {self._value!r}"
-        return f"<Slot {self.name}: {state}>"
+        return f"<Slot {self.name} ({self.doc}): {state}>"
 
 
-SLOTS: dict[str, Slot[Any]] = {}
+SLOTS: dict[str, Slot[Any]] = {}  # every slot by name (what a process has filled: tests, debugging)
 
 
 def _slot(name: str, doc: str, missing: str) -> Slot[Any]:
