@@ -13,10 +13,8 @@ __all__ = ["install"]
 
 
 def install() -> None:
-    """Install the proc-side agents (idempotent): the debug agent (`breakpoint()`, post-mortem,
-    stack dumps) in the proc's runtime. A proc is also a controller of the meshes it spawns, so
-    it fills the controller's slots too."""
-    from monarch._src.debug import agent as debug_agent
-
-    debug_agent.install()
+    """Install the proc-side agents (idempotent). A proc is also a controller of the meshes it
+    spawns, and the controller wiring already installs the debug agent (`breakpoint()`,
+    post-mortem, stack dumps) in the process it runs in, so this is the controller's
+    `install()`; it stays a name of its own because procs are told it by name (`proc_setup`)."""
     controller.install()
