@@ -4,7 +4,8 @@ Actors live in `monarch.actor`; configuration in `monarch.config`. The names her
 engine: distributed tensors across a proc mesh, plus configuration and shape types) load
 lazily on first access, so `import monarch` stays cheap and does not import torch.
 
-`no_mesh` is a device-mesh stand-in whose `activate()` turns dispatch to the active mesh off
+`monarch.__version__` is the installed version (the `monarch-dask` distribution's), which
+attaching to hosts compares with theirs. `no_mesh` is a device-mesh stand-in whose `activate()` turns dispatch to the active mesh off
 for a block; `function_resolvers` is the (empty) list of hooks torchmonarch uses to resolve
 remote functions by name. `monarch.Simulator` and `set_meta` come from `monarch.simulator`.
 """
@@ -51,6 +52,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "timer": ("monarch._src.tensor.unsupported", "timer"),
     "Simulator": ("monarch.simulator", "Simulator"),
     "set_meta": ("monarch.simulator", "set_meta"),
+    # the installed distribution's version; compared with attached hosts' (hosts/versions.py)
+    "__version__": ("monarch._src.hosts.versions", "MONARCH_VERSION"),
 }
 
 __all__ = [

@@ -129,6 +129,7 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "host_heartbeat_interval": "1s",
     "host_heartbeat_timeout": "10s",
     "host_listen_address": None,
+    "version_check": "warn",
     "tensor_engine_timeout": "5m",
     "enable_tls": False,
     "prefix_python_logs_with_actor": True,
@@ -329,6 +330,7 @@ _SAMPLES: dict[str, object] = {
     "mesh_admin_addr": "localhost:1729",
     "rdma_peer_device_affinity": "any",
     "rdma_ibverbs_target": "nic:mlx5_0",
+    "version_check": "ignore",
 }
 
 

@@ -129,6 +129,17 @@ def _port_range(value: object) -> object:
     return value
 
 
+def _version_check(value: object) -> object:
+    text = str(value).strip().lower()
+    if text not in ("warn", "ignore", "error"):
+        raise ValueError(
+            f"Config key 'version_check' expects 'warn' (warn once per attach when a host's "
+            f"Python, monarch, torch, cloudpickle, numpy or distributed version differs from "
+            f"the controller's), 'ignore' or 'error' (refuse such a host); got {value!r}."
+        )
+    return text
+
+
 _D = Kind.DURATION
 _I = Kind.INT
 _B = Kind.BOOL
@@ -403,6 +414,11 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("host_listen_address", _S, None,
          "Where a remote host's procs listen ('tcp://ip:0'); None: the address its client dialed.",
          _M, nullable=True),
+    _key("version_check", _S, "warn",
+         "When attached hosts' Python, monarch, torch, cloudpickle, numpy or distributed "
+         "versions differ from the controller's: 'warn' (once per attach, with a table), "
+         "'ignore', or 'error' (the host is not attached; HostMesh.initialized raises).", _M,
+         check=_version_check),
     # Tensor engine
     _key("tensor_engine_timeout", _D, "5m",
          "Longest a tensor-engine worker waits on a collective, a store or an actor result.", _M),

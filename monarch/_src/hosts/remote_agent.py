@@ -4,7 +4,9 @@ Each host is a process serving as a monarch host (`hosts/served.py`). The agent 
 `HostAgent` protocol of `mesh/host_mesh.py` by sending control operations to those servers:
 
 * attaching (`host_attach`) happens in the background; `HostMesh.initialized` waits for it and
-  raises naming the host that could not be reached;
+  raises naming the host that could not be reached; each host's answer carries its versions,
+  compared with the controller's once every host has answered (`hosts/versions.py`: a warning,
+  or with `version_check="error"` the host is refused), before `initialized` resolves;
 * `spawn_procs` returns at once with a `ProcTable` of pending keys; the servers fork the procs,
   which listen on the host's address; `proc_ready`, proc exits and (with log forwarding) output
   are forwarded back (`remote_proc_ready`, `remote_proc_failed`, `remote_log`);
@@ -39,6 +41,7 @@ from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import settled
 from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.proc_stop import STOPPED_REPORT
+from monarch._src.hosts.versions import check_host, warn_mismatches
 from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_agent import PlacedTable
@@ -97,6 +100,8 @@ class RemoteHostAgent:
         self._lock = threading.Lock()
         self._closed = False
         self._on_shutdown = on_shutdown
+        self._reports: dict[int, dict[str, str | None] | None] = {}  # host rank -> versions
+        self._unsettled = len(self.hosts)  # hosts that have neither attached nor failed yet
         # Each attached host is pinged; one silent for host_heartbeat_timeout is lost.
         self._heartbeats: HeartbeatMonitor[_Host] = HeartbeatMonitor(
             rt, interval="host_heartbeat_interval", timeout="host_heartbeat_timeout",
@@ -141,15 +146,53 @@ class RemoteHostAgent:
                 self.rt.mailbox.close_port(port_addr)
                 raise RuntimeError(f"no answer within {timeout:g}s (is it serving another "
                                    "client?)") from None
+            try:
+                check_host(host.addr, info.get("versions"))
+            except RuntimeError:
+                self._release(host)
+                raise
         except BaseException as exc:
             err = RuntimeError(f"could not attach to the host {host.label}: {_why(exc)}")
             host.lost = str(err)
+            self._settle()
             host.connected.set_exception(err)
+            return
+        self._reports[host.rank] = info.get("versions")
+        raised = self._settle()
+        if raised is not None:  # the version warning, turned into an error (-W error)
+            self._release(host)
+            host.lost = f"could not attach to the host {host.label}: {raised}"
+            host.connected.set_exception(raised)
             return
         _agents_by_host.setdefault(host.addr, []).append(self)
         host_agent.register(self)
         host.connected.set_result(info)
         self._heartbeats.start()
+
+    def _release(self, host: _Host) -> None:
+        """Give up a host that answered the attach: it serves its next client (loop)."""
+        assert host.addr is not None
+        self.rt.mailbox.post(host.addr, Control(CONTROL, "host_detach", (False,), None))
+
+    def _settle(self) -> Exception | None:
+        """One more host attached or failed. After the last one, compare the versions the
+        attached hosts reported with this controller's (a warning at most; `version_check`),
+        before that host's `connected` resolves, so `HostMesh.initialized` returns after the
+        warning. Returns the warning when the warnings filter turned it into an error (loop)."""
+        self._unsettled -= 1
+        if self._unsettled > 0:
+            return None
+        try:
+            warn_mismatches(self.host_versions())
+        except Exception as exc:
+            return exc
+        return None
+
+    def host_versions(self) -> dict[str, dict[str, str | None] | None]:
+        """The versions each attached host reported (package -> version, None where not
+        installed; see `hosts/versions.py`) by host address, in host order; a host whose
+        monarch predates the version report maps to None (any thread)."""
+        return {self.hosts[rank].label: report for rank, report in sorted(self._reports.items())}
 
     def connected(self) -> concurrent.futures.Future[None]:
         """Completes once every host is attached; fails naming the first that was not."""

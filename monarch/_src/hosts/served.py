@@ -6,7 +6,8 @@ command (`run_worker_loop_forever`) or a Dask worker hosting the agent through a
 answers these control operations from its client (`hosts/remote.py` is the other end):
 
 * `host_attach(client, root, dialed_host)`: become that client's host; a second client waits in
-  line until the first one detached or was lost;
+  line until the first one detached or was lost; the answer carries this host's pid, hostname,
+  address, interpreter and versions (`hosts/versions.py`), which the client compares to its own;
 * `host_spawn(table_id, proc_ids, spec)`: fork procs whose `proc_ready`, exits and output are
   forwarded to the client (`remote_proc_ready`, `remote_proc_failed`, `remote_log`);
 * `host_stop(table_id, reason)`: stop one proc table; `host_flush_logs()`: a log barrier;
@@ -32,6 +33,7 @@ from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.local import LocalHostAgent
 from monarch._src.hosts.proc_ready import ProcReady
+from monarch._src.hosts.versions import collect as collect_versions
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import CONTROL, Control
 from monarch._src.runtime.runtime import Runtime
@@ -137,6 +139,7 @@ class HostServer:
             "hostname": _hostname(),
             "address": self.address,
             "python": sys.executable,
+            "versions": collect_versions(),  # compared by the client (hosts/versions.py)
         })
 
     def _spawn(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
