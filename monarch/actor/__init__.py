@@ -26,6 +26,7 @@ from monarch._src.mesh.actor_mesh import ActorMesh
 from monarch._src.mesh.context import (
     Context,
     Instance,
+    check_cancelled,
     context,
     current_actor_name,
     current_rank,
@@ -87,6 +88,7 @@ __all__ = [
     "default_bootstrap_cmd",
     "HostMesh",
     "context",
+    "check_cancelled",
     "hosts_from_config",
     "Port",
     "PortReceiver",

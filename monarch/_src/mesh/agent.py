@@ -90,6 +90,14 @@ def install_agent(rt: Runtime) -> None:
             lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
         )
 
+    def cancel(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        # After the CALL it cancels (one writer per peer), so an actor not spawned yet has it
+        # queued by the time this reaches it.
+        key, port = args
+        mailbox.when_actor(
+            key, lambda actor: actor.cancel(port) if isinstance(actor, HostedActor) else None,
+            lambda: None)
+
     def ping(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         mailbox.reply(reply, None)
 
@@ -104,6 +112,7 @@ def install_agent(rt: Runtime) -> None:
 
     mailbox.on_undeliverable = undeliverable
     mailbox.control.update(
+        cancel=cancel,
         ping=ping,
         spawn=spawn,
         actor_ready=actor_ready,

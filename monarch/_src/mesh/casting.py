@@ -14,15 +14,17 @@ what is here, never the mesh's or the endpoint's private state:
   `call_encoder` slot, may return a payload that posts itself).
 * `check(mesh, method)`: raise the `SupervisionError` a call to a stopped or failed mesh gets.
 * `post_call(mesh, method, payload, reply, targets, reply_for=...)`: refuse or post the CALLs.
+* `cancel_call(mesh, reply, targets)`: withdraw the CALLs that reply to `reply` (`Future.cancel`).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
 
 from monarch._src.mesh import traffic
 from monarch._src.mesh.context import current_instance
-from monarch._src.runtime.envelope import CALL, Call, Envelope
+from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, Envelope
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -34,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CastPlan",
     "EndpointTarget",
+    "cancel_call",
     "check",
     "encode_args",
     "plan",
@@ -152,3 +155,17 @@ def post_call(
         ]
     mailbox.post_all(posts, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))
+
+
+def cancel_call(mesh: ActorMesh[Any], reply: Any, targets: Sequence[int] | None = None) -> None:
+    """Withdraw the CALLs to the view's ranks `targets` (default all) of `mesh` that reply to
+    the port `reply`: each target proc gets a `cancel` control (after the CALL: one writer per
+    peer keeps the order), which drops the call if it is queued and interrupts it if it runs
+    (`HostedActor.cancel`); the port fails with `CancelledError` where a reply is still due,
+    and later replies are dropped."""
+    cast = plan(mesh)
+    mailbox = get_runtime().mailbox
+    cancel = Control(CONTROL, "cancel", (cast.actor_key, reply), None)
+    for proc in cast.procs_of(targets):
+        mailbox.post(proc, cancel)
+    mailbox.fail_port(reply, concurrent.futures.CancelledError("the call was cancelled"))

@@ -8,6 +8,7 @@ of the controller) the context is the root client's, created once per process.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Context",
     "Instance",
+    "check_cancelled",
     "context",
     "current_actor_name",
     "current_hosted",
@@ -139,6 +141,13 @@ class Context:
         return f"<monarch._src.actor.actor_mesh.Context object at {id(self):#x}>"
 
     @property
+    def cancelled(self) -> bool:
+        """Whether the caller of the message being handled cancelled it (`Future.cancel`, or an
+        interrupt while it waited): a long sync endpoint checks it and stops early."""
+        host = self.actor_instance._host
+        return host is not None and bool(host.cancelled())
+
+    @property
     def message_rank(self) -> Point:
         """The rank the current message was addressed to (the actor's own rank outside a cast)."""
         rank = _message_rank.get()
@@ -203,6 +212,13 @@ def set_message_rank(rank: Point | None) -> contextvars.Token[Point | None]:
 def context() -> Context:
     """The running actor's context, or the root client's outside any actor."""
     return Context(current_instance())
+
+
+def check_cancelled() -> None:
+    """Raise `asyncio.CancelledError` if the caller of the message being handled cancelled it;
+    the actor then goes on with its next message (nothing is sent back)."""
+    if context().cancelled:
+        raise asyncio.CancelledError("the caller cancelled this call")
 
 
 def current_rank() -> Point:

@@ -138,6 +138,16 @@ class Endpoint(Generic[P, R]):
                                    f"{self._mesh._name}.{self._name}")
         return err
 
+    def _canceller(self, reply: Any, ranks: list[int] | None) -> Callable[[], str]:
+        """What `Future.cancel` runs for the call to `ranks` (default all) replying to `reply`."""
+
+        def cancel() -> str:
+            casting.cancel_call(self._mesh, reply, ranks)
+            n = len(self._mesh) if ranks is None else len(ranks)
+            return f"the call to {self._label()} on {n} rank{'s' if n != 1 else ''}"
+
+        return cancel
+
     def _decode_one(self, reply: Any) -> Any:
         try:
             return decode_reply(reply)
@@ -187,7 +197,8 @@ class Endpoint(Generic[P, R]):
             traffic.count_answered(mesh._key, spawned)
             return self._decode_one(raw)
 
-        return Future.from_concurrent(entry.cf, decode, self._supervision)
+        return Future.from_concurrent(entry.cf, decode, self._supervision,
+                                      self._canceller(reply, [rank]))
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R]]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
@@ -209,7 +220,8 @@ class Endpoint(Generic[P, R]):
                 traffic.count_answered(mesh._key, rank)
             return ValueMesh(shape, [self._decode_one(r) for r in replies])
 
-        return Future.from_concurrent(entry.cf, gather, self._supervision)
+        return Future.from_concurrent(entry.cf, gather, self._supervision,
+                                      self._canceller(reply, None))
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
@@ -222,7 +234,8 @@ class Endpoint(Generic[P, R]):
         entry = StreamPort(len(mesh))
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
-        futures = [Future.from_concurrent(cf, self._decode_one, self._supervision)
+        cancel = self._canceller(reply, None)
+        futures = [Future.from_concurrent(cf, self._decode_one, self._supervision, cancel)
                    for cf in entry.cfs]
         return iter(futures)
 

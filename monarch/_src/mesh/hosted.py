@@ -6,13 +6,30 @@ one at a time. Outcomes follow Monarch's table (contract §2.3): an `Exception` 
 becomes an `ActorError` for the caller and the actor lives on; without a reply port, or for a
 `BaseException`, the actor fails and its owner is told. A failed or stopped actor answers every
 later call with a `SupervisionError` at once.
+
+A call its caller cancelled (`Future.cancel`, or an interrupt while the caller waited) is dropped
+if it is still queued; if it is running, an async endpoint gets `asyncio.CancelledError` at its
+next `await` (a `@concurrent_endpoint` body too: its task is cancelled), and a sync endpoint
+sees `context().cancelled` (`check_cancelled()` raises `asyncio.CancelledError`). A sync endpoint
+that is still running `_CANCEL_GRACE` seconds later is interrupted: `asyncio.CancelledError` is
+raised in its thread at the next bytecode boundary, but only while every frame between the
+endpoint and the innermost one is the user's or a third-party library's code, never monarch's
+nor the standard library's (a lock of `threading`, `logging` or `queue` half taken, the import
+system or the runtime's own state could be left broken there); otherwise it is tried again every
+`_CANCEL_RETRY` seconds until the endpoint returns. Code blocked in a C call (`time.sleep`, a
+socket read) is interrupted when that call returns. A cancelled call sends no reply (its caller
+stopped listening) and the actor goes on with the next message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import inspect
 import logging
+import os
+import sys
+import sysconfig
 import textwrap
 import threading
 import traceback
@@ -65,6 +82,11 @@ _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 # How many multi-use ports (received in arguments) an actor answers for when it fails; older
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
+
+# How long a cancelled sync endpoint may run on before it is interrupted, and how often an
+# interruption that was not safe yet is tried again (seconds).
+_CANCEL_GRACE = 0.5
+_CANCEL_RETRY = 0.02
 
 # Set by the debugger (`monarch._src.debug`) while post-mortem debugging is on: called on the
 # actor's thread with (actor, method, exception) when an endpoint raised, before the outcome is
@@ -142,6 +164,13 @@ class HostedActor:
         self._answered: set[int] = set()
         self._initialized = False  # True once the user's __init__ returned
         self._cleaned = False  # True once __cleanup__ ran (it runs at most once)
+        # Cancellation (`cancel`). Calls are named by their reply port, unique per call.
+        self._running: Call | None = None  # the call being handled, not concurrent ones
+        self._running_sync = False  # ... and it runs a sync endpoint (on this thread)
+        self._cancelled: set[Any] = set()  # reply ports of cancelled calls not yet ended
+        self._concurrent: dict[Any, asyncio.Task[Any]] = {}  # reply port -> concurrent body
+        self._interrupt_lock = threading.Lock()  # orders an interruption with the call's end
+        self._interrupted: Call | None = None  # the sync call interrupted (at most once)
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -161,6 +190,72 @@ class HostedActor:
             self._reject(env)
             return
         self.thread.enqueue(env)
+
+    def cancel(self, reply: Any) -> None:
+        """The caller of the call replying to `reply` cancelled it (runtime loop): drop it if it
+        is queued, interrupt it if it runs (the module's docstring says how)."""
+        if self.failure is not None or reply is None:
+            return
+        if any(isinstance(m, Call) and m.reply == reply for m in self.thread.queued()):
+            self._cancelled.add(reply)  # `_call` drops it when its turn comes
+            return
+        task = self._concurrent.get(reply)
+        if task is not None:
+            self._cancelled.add(reply)
+            self.thread.loop.call_soon_threadsafe(task.cancel)
+            return
+        running = self._running
+        if running is None or running.reply != reply:
+            return  # it ended already
+        self._cancelled.add(reply)
+        if self._running_sync:
+            self.mailbox.loop.call_later(_CANCEL_GRACE, self._interrupt_sync, running)
+        else:
+            self.thread.loop.call_soon_threadsafe(self._cancel_awaited, running)
+
+    def cancelled(self) -> bool:
+        """Whether the caller of the call being handled cancelled it (`context().cancelled`)."""
+        running = self._running
+        return running is not None and running.reply in self._cancelled
+
+    def _cancel_awaited(self, call: Call) -> None:
+        # On the actor's loop, which runs this only while `_main` waits: if it still awaits
+        # this call's endpoint, cancelling `_main`'s task cancels what the endpoint awaits.
+        task = self.thread.main_task
+        if self._running is call and not self._running_sync and task is not None:
+            task.cancel()
+
+    def _interrupt_sync(self, call: Call) -> None:
+        """Raise `CancelledError` in the actor's thread while it runs `call`'s sync endpoint,
+        once, as soon as that is safe (runtime loop)."""
+        ident = self.thread.thread.ident
+        with self._interrupt_lock:
+            if self._running is not call or not self._running_sync or ident is None:
+                return
+            if not _in_user_code(ident):
+                self.mailbox.loop.call_later(_CANCEL_RETRY, self._interrupt_sync, call)
+                return
+            self._interrupted = call
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                ctypes.c_ulong(ident), ctypes.py_object(asyncio.CancelledError))
+
+    def _end_sync(self, call: Call) -> None:
+        """A sync endpoint returned (actor thread): no interruption may come after this."""
+        with self._interrupt_lock:
+            self._running = None
+            self._running_sync = False
+            if self._interrupted is call:
+                self._interrupted = None
+                # Withdraw the exception if it was not raised yet (the endpoint returned first).
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(
+                    ctypes.c_ulong(threading.get_ident()), None)
+
+    def _was_cancelled(self, call_id: Any, exc: BaseException) -> bool:
+        """Whether `exc` ends a call its caller cancelled (then nothing is sent back)."""
+        if call_id in self._cancelled:
+            self._cancelled.discard(call_id)
+            return isinstance(exc, asyncio.CancelledError)
+        return False
 
     def _on_thread_exit(self) -> None:
         self.mailbox.loop.call_soon_threadsafe(self._retire)
@@ -249,6 +344,9 @@ class HostedActor:
 
     def _call(self, env: Call) -> Any:
         method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
+        if self._cancelled and reply in self._cancelled:
+            self._cancelled.discard(reply)  # cancelled while it was queued
+            return None
         rank = Point(cast[0], extent_of(cast[1], cast[2]))
         set_message_rank(rank)
         try:
@@ -282,36 +380,59 @@ class HostedActor:
             fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
         if inspect.iscoroutinefunction(fn):
             concurrent = prop is not None and prop._concurrent
-            coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit, concurrent)
+            coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit, env,
+                                   concurrent)
             if concurrent:
                 task = self.thread.loop.create_task(coro)
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
+                if env.reply is not None:
+                    self._concurrent[env.reply] = task
                 return None
+            self._running = env
             return coro
+        self._running = env
+        self._running_sync = True
         try:
-            result = _call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
+            try:
+                result = _call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
+            finally:
+                self._end_sync(env)
         except Exception as exc:
+            self._cancelled.discard(env.reply)
             self._outcome_error(method, exc, reply, cast[0], explicit)
             return None
         except BaseException as exc:
+            if self._was_cancelled(env.reply, exc):
+                self._settle(env.reply, cast[0])
+                return None
             self._outcome_base_error(method, exc, reply, cast[0])
             return None
+        if self._cancelled:
+            self._cancelled.discard(env.reply)
         if reply is not None:
             self._send_value(reply, cast[0], result, method)
         return None
 
     async def _run_async(
         self, fn: Any, args: Any, kwargs: Any, method: str, reply: Any, rank: int, explicit: bool,
-        concurrent: bool = False,
+        call: Call, concurrent: bool = False,
     ) -> None:
         try:
             result = await fn(*args, **kwargs)
         except Exception as exc:
+            self._cancelled.discard(call.reply)
             self._outcome_error(method, exc, reply, rank, explicit)
             return
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and self.failure is not None:
+                return
+            if self._was_cancelled(call.reply, exc):
+                task = asyncio.current_task()
+                uncancel = getattr(task, "uncancel", None)  # Python 3.11+
+                if uncancel is not None and not concurrent:
+                    uncancel()  # `_main` goes on with the next message, not cancelling
+                self._settle(call.reply, rank)
                 return
             if concurrent and reply is not None:
                 # Monarch's concurrent endpoints forward even a BaseException to the caller
@@ -323,6 +444,13 @@ class HostedActor:
                 return
             self._outcome_base_error(method, exc, reply, rank)
             return
+        finally:
+            if concurrent:
+                self._concurrent.pop(call.reply, None)
+            elif self._running is call:
+                self._running = None
+        if self._cancelled:
+            self._cancelled.discard(call.reply)
         if reply is not None:
             self._send_value(reply, rank, result, method)
 
@@ -643,3 +771,26 @@ def failure_event_of(failure: Any) -> str:
     """The supervision event a `MeshFailure` carries (its `str` shows it)."""
     event = getattr(failure, "event", None)
     return event if isinstance(event, str) else failure_event(failure.report())
+
+
+_MONARCH_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
+_LIBRARY_DIRS = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+
+
+def _in_user_code(ident: int) -> bool:
+    """Whether thread `ident` runs, from its innermost frame out to the endpoint, only the
+    user's or third-party libraries' code (where an interruption is as safe as a Ctrl-C in a
+    script), never monarch's nor the standard library's."""
+    frame = sys._current_frames().get(ident)
+    while frame is not None:
+        code = frame.f_code
+        if code is _call_hiding_loop.__code__:
+            return True  # reached the endpoint's caller
+        name = code.co_filename
+        if name.startswith(_MONARCH_DIR + os.sep) or name.startswith("<frozen"):
+            return False
+        if name.startswith(_STDLIB_DIR + os.sep) and not name.startswith(_LIBRARY_DIRS):
+            return False
+        frame = frame.f_back
+    return False

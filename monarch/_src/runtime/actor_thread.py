@@ -38,6 +38,9 @@ class ActorThread:
         self._waiter: asyncio.Future[None] | None = None  # set while the loop waits for mail
         self._sleeping = False  # True while the consumer waits; producers must wake it
         self.stopped = threading.Event()  # set once the thread has finished
+        # The task running `_main` (set once it starts): cancelling it while it awaits an async
+        # handler cancels that handler (`HostedActor.cancel`).
+        self.main_task: asyncio.Task[None] | None = None
         self.thread = threading.Thread(target=self._run, name=f"monarch-actor:{name}", daemon=True)
 
     def start(self) -> None:
@@ -77,6 +80,7 @@ class ActorThread:
                     self._on_exit()
 
     async def _main(self) -> None:
+        self.main_task = asyncio.current_task()
         q = self._queue
         loop = self.loop
         while True:

@@ -6,6 +6,14 @@ runs. Neither consumes the result: both may be repeated in any order. The raw re
 decoded lazily (a reply's payload is unpickled by the first reader, in the reader's thread, never
 on the runtime loop); the decoded value or exception is cached.
 
+A Future made by an endpoint call can be cancelled (`cancel()`): it fails at once with
+`concurrent.futures.CancelledError` and the actors are told to drop the call (queued) or stop
+it (running; `HostedActor.cancel` says how). A `KeyboardInterrupt` while a thread waits in
+`get()`/`wait()`, or while a task awaits it, cancels it the same way and is raised again as
+`Interrupted`, a `KeyboardInterrupt` that says what was cancelled (a notebook shows that one
+line: `monarch.notebook.interrupt`). A task awaiting it that is cancelled cancels it too, as
+asyncio does with what a cancelled task awaits; a `get(timeout)` that times out does not.
+
 Rejected alternative: an asyncio future owned by one loop. It cannot be awaited from an actor's
 own loop or read from a Jupyter cell without re-entering the kernel's loop.
 """
@@ -20,7 +28,7 @@ import threading
 import warnings
 from typing import Any, Callable, Generator, Generic, TypeVar
 
-__all__ = ["GET_IN_LOOP_WARNING", "Future", "check_timeout", "loop_running_here"]
+__all__ = ["GET_IN_LOOP_WARNING", "Future", "Interrupted", "check_timeout", "loop_running_here"]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -44,6 +52,11 @@ _OBSERVED_GET_IN_LOOP_WARNING = (
     "blocking call that can freeze the loop and deadlock; use as_asyncio() (or await) instead."
 )
 _GET_IN_LOOP_LOG = "Future.get() called from within an active event loop"
+
+
+class Interrupted(KeyboardInterrupt):
+    """The `KeyboardInterrupt` raised by a wait on a Future that it cancelled; its text says
+    what was cancelled (`except KeyboardInterrupt` catches it as before)."""
 
 
 def check_timeout(timeout: float | None) -> None:
@@ -85,7 +98,7 @@ class Future(Generic[T]):
     """
 
     __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error", "_observed",
-                 "_complete")
+                 "_complete", "_cancel")
     _cf: concurrent.futures.Future[Any]
     _decode: Callable[[Any], T] | None
     _map_error: Callable[[BaseException], BaseException] | None
@@ -94,6 +107,7 @@ class Future(Generic[T]):
     _error: BaseException | None
     _observed: bool
     _complete: bool
+    _cancel: Callable[[], str] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -107,12 +121,16 @@ class Future(Generic[T]):
         cf: concurrent.futures.Future[Any],
         decode: Callable[[Any], T] | None = None,
         map_error: Callable[[BaseException], BaseException] | None = None,
+        cancel: Callable[[], str] | None = None,
     ) -> Future[T]:
         """The Future of `cf`, which the runtime completes with a raw result or an exception.
 
         `decode(raw)` makes the value, once, in the first reader's thread (a reply's payload is
         unpickled there, never on the runtime loop); an exception it raises is the outcome.
         `map_error(exc)` turns an exception set on `cf` into the one readers see, once.
+        `cancel()`, called at most once by `Future.cancel` after `cf` was cancelled, withdraws
+        the work behind it (the calls) and returns what it cancelled, in a few words ("the call
+        to counter.incr on 2 ranks"); without it the Future cannot be cancelled.
         """
         fut = object.__new__(cls)
         fut._cf = cf  # completed by the runtime loop with a raw value or an exception
@@ -127,6 +145,7 @@ class Future(Generic[T]):
         # True once a plain get() (no timeout, not observed) finished: later reads return the
         # cached outcome without checking the timeout or warning.
         fut._complete = False
+        fut._cancel = cancel
         return fut
 
     @classmethod
@@ -159,13 +178,16 @@ class Future(Generic[T]):
             assert self._error is not None
             return self._error
 
-        return Future.from_concurrent(self._cf, apply, same_error)
+        return Future.from_concurrent(self._cf, apply, same_error, self._cancel)
 
     # ---- reading -------------------------------------------------------------------------
     def _settle(self) -> None:
         """Decode the finished raw result once; callers hold no lock."""
         with self._lock:
             if self._value is not _UNSET or self._error is not None:
+                return
+            if self._cf.cancelled():
+                self._error = concurrent.futures.CancelledError("the call was cancelled")
                 return
             exc = self._cf.exception()
             if exc is not None:
@@ -206,7 +228,7 @@ class Future(Generic[T]):
             # Warned whether or not the result is there yet: whether a call blocks the loop
             # must not depend on timing.
             warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
-        self._cf.exception()  # waits on the future's own condition
+        self._wait(None)
         self._complete = True
         return self._outcome()
 
@@ -217,11 +239,32 @@ class Future(Generic[T]):
             warnings.warn(_OBSERVED_GET_IN_LOOP_WARNING, UserWarning, stacklevel=3)
         if not self._cf.done():
             try:
-                self._cf.exception(timeout)
+                self._wait(timeout)
             except TimeoutError:
                 if not self._cf.done():  # else it completed just as the wait gave up
                     raise TimeoutError() from None
         return self._outcome()
+
+    def _wait(self, timeout: float | None) -> None:
+        """Wait until done (`TimeoutError` after `timeout`); an interrupt cancels this future
+        and is raised again as `Interrupted`."""
+        try:
+            self._cf.exception(timeout)  # waits on the future's own condition
+        except concurrent.futures.CancelledError:
+            pass
+        except KeyboardInterrupt:
+            what = self._cancel_for_interrupt()
+            if what is None:
+                raise
+            raise Interrupted(f"cancelled {what}") from None
+
+    def _cancel_for_interrupt(self) -> str | None:
+        """Cancel on an interrupt; what was cancelled, or None if nothing was."""
+        cancel = self._cancel
+        if cancel is None or not self._cf.cancel():
+            return None
+        self._cancel = None
+        return cancel()
 
     def wait(self, timeout: float | None = None, *, quiet: bool = False) -> None:
         """Block until this future is done, without raising its error (read it afterwards with
@@ -239,7 +282,7 @@ class Future(Generic[T]):
         if self._cf.done():
             return
         try:
-            self._cf.exception(timeout)
+            self._wait(timeout)
         except TimeoutError:
             if not self._cf.done():  # else it completed just as the wait gave up
                 raise TimeoutError(f"The future was not done within {timeout} seconds.") from None
@@ -273,6 +316,22 @@ class Future(Generic[T]):
     def done(self) -> bool:
         """Whether the value or the exception is there (never blocks)."""
         return self._cf.done()
+
+    def cancel(self) -> bool:
+        """Cancel the calls behind this future: True if it was cancelled, False if it was done
+        already or cannot be cancelled (it did not come from an endpoint call).
+
+        Readers get `concurrent.futures.CancelledError` at once. Each actor drops the call if
+        it is still queued, or interrupts it if it is running: an async endpoint gets
+        `asyncio.CancelledError` at its next `await`; a sync one sees `context().cancelled`
+        (`check_cancelled()` raises) and, if it goes on, is interrupted when that is safe
+        (`HostedActor.cancel`). The actors keep serving; the replies are dropped.
+        """
+        return self._cancel_for_interrupt() is not None
+
+    def cancelled(self) -> bool:
+        """Whether `cancel()` cancelled this future."""
+        return self._cf.cancelled()
 
     # ---- asyncio -------------------------------------------------------------------------
     def as_asyncio(self) -> asyncio.Future[T]:
@@ -310,7 +369,18 @@ class Future(Generic[T]):
             if not self._complete:
                 self._observed = True
             return self._outcome()
-        return (yield from self.as_asyncio().__await__())
+        try:
+            return (yield from self.as_asyncio().__await__())
+        except asyncio.CancelledError:
+            # The awaiting task was cancelled: as asyncio does with what a cancelled task
+            # awaits, the calls are cancelled too.
+            self.cancel()
+            raise
+        except KeyboardInterrupt:
+            what = self._cancel_for_interrupt()
+            if what is None:
+                raise
+            raise Interrupted(f"cancelled {what}") from None
 
     def add_done_callback(self, fn: Callable[[Future[T]], None]) -> None:
         """Call `fn(self)` when the future completes (on the completing thread)."""

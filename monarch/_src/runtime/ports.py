@@ -30,6 +30,20 @@ __all__ = [
 Reply = tuple[int, Payload]  # (status, payload)
 
 
+def _settle(cf: concurrent.futures.Future[Any], value: Any = None,
+            exc: BaseException | None = None) -> None:
+    """Complete `cf` (on the loop) unless its reader cancelled it (`Future.cancel`, any thread):
+    a reply that arrives as the call is cancelled is dropped."""
+    try:
+        if exc is None:
+            cf.set_result(value)
+        else:
+            cf.set_exception(exc)
+    except concurrent.futures.InvalidStateError:
+        if not cf.cancelled():
+            raise
+
+
 def decode_reply(reply: Reply) -> Any:
     """Decode one raw reply: its value, or raise the exception it carries."""
     status, payload = reply
@@ -68,12 +82,12 @@ class OncePort(PortEntry):
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if not self.closed:
             self.closed = True
-            self.cf.set_result((status, payload))
+            _settle(self.cf, (status, payload))
 
     def fail(self, exc: BaseException) -> None:
         if not self.closed:
             self.closed = True
-            self.cf.set_exception(exc)
+            _settle(self.cf, exc=exc)
 
 
 class GatherPort(PortEntry):
@@ -94,12 +108,12 @@ class GatherPort(PortEntry):
         self.missing -= 1
         if self.missing == 0:
             self.closed = True
-            self.cf.set_result(self.replies)  # type: ignore[arg-type]
+            _settle(self.cf, self.replies)
 
     def fail(self, exc: BaseException) -> None:
         if not self.closed:
             self.closed = True
-            self.cf.set_exception(exc)
+            _settle(self.cf, exc=exc)
 
 
 class CountPort(GatherPort):
@@ -156,13 +170,13 @@ class StreamPort(PortEntry):
             if rank in self.answered:
                 return
             self.answered.add(rank)
-        self.cfs[self.next].set_result((status, payload))
+        _settle(self.cfs[self.next], (status, payload))
         self.next += 1
         self.closed = self.next == len(self.cfs)
 
     def fail(self, exc: BaseException) -> None:
         while not self.closed:
-            self.cfs[self.next].set_exception(exc)
+            _settle(self.cfs[self.next], exc=exc)
             self.next += 1
             self.closed = self.next == len(self.cfs)
 
