@@ -15,6 +15,10 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
   their state, message rates and recent failures, and `stacks(mesh, rank)` dumps a proc's
   threads (`monarch.notebook.admin`). They need ipywidgets, which is imported only when one of
   them is first used.
+* `%%mesh procs` (or a slice, `%%mesh procs[gpus=0:2]`) runs a cell on every proc of a mesh, in
+  a per-proc namespace that persists between cells, output prefixed by rank; `%mesh_result`
+  returns the last values as a ValueMesh (`monarch.notebook.magics`). `%load_ext
+  monarch.notebook` installs all of this in a shell where `monarch.actor` was not imported yet.
 """
 
 from __future__ import annotations
@@ -60,6 +64,15 @@ def flush_logs(timeout: float = 10.0) -> None:
             pass
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext monarch.notebook`: what `install()` does, and the `%%mesh` magics on this
+    shell even if monarch was installed into another one first."""
+    from monarch.notebook.magics import register
+
+    install(ipython)
+    register(ipython)
+
+
 def install(ipython: Any = None) -> None:
     """Hook monarch into the running IPython kernel (idempotent)."""
     global _installed
@@ -74,10 +87,19 @@ def install(ipython: Any = None) -> None:
     if ipython is None:
         return
     _installed = True
+    from monarch.notebook.magics import register
+
+    register(ipython)  # %%mesh and %mesh_result
     try:
         import nest_asyncio  # type: ignore[import-untyped]  # nest_asyncio ships no types
 
         nest_asyncio.apply()
     except ImportError:  # asyncio.run in cells needs the notebook extra; await works regardless
         pass
+    from monarch.notebook.progress import install as install_progress
+
+    install_progress()  # progress reports as a bar in the running cell
+    from monarch.notebook.interrupt import install as install_interrupt
+
+    install_interrupt(ipython)  # an interrupted wait shows one line
     ipython.events.register("post_run_cell", lambda *_: flush_logs())
