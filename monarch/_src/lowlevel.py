@@ -27,6 +27,8 @@ home module, where its documentation lives:
 * Hook slots (`mesh/hooks.py`, as `hooks`): where a feature plugs into the layers below it;
   the wiring modules (`monarch._src.wiring`) fill them.
 * Errors: `failure_report(...)` builds "The actor X and all its descendants have failed:".
+* Progress reports of long work (`runtime/progress.py`): `Progress`, `ProgressState`,
+  `TerminalRenderer`, `NullRenderer`, `set_renderer_factory`, `format_bytes`, `LARGE_TRANSFER`.
 """
 
 from __future__ import annotations
@@ -61,6 +63,15 @@ from monarch._src.runtime.envelope import (
 from monarch._src.runtime.future import Future, check_timeout, loop_running_here
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.ports import GatherPort, OncePort, PortEntry, StreamPort, decode_reply
+from monarch._src.runtime.progress import (
+    LARGE_TRANSFER,
+    NullRenderer,
+    Progress,
+    ProgressState,
+    TerminalRenderer,
+    format_bytes,
+    set_renderer_factory,
+)
 from monarch._src.runtime.runtime import (
     Runtime,
     get_runtime,
@@ -86,13 +97,18 @@ __all__ = [
     "GatherPort",
     "Health",
     "HostAgent",
+    "LARGE_TRANSFER",
+    "NullRenderer",
     "OncePort",
     "PlacedTable",
     "PortEntry",
     "PortMsg",
+    "Progress",
+    "ProgressState",
     "RankState",
     "Runtime",
     "StreamPort",
+    "TerminalRenderer",
     "actor_rank_state",
     "agents",
     "casting",
@@ -105,6 +121,7 @@ __all__ = [
     "encode_args",
     "failure_report",
     "forget",
+    "format_bytes",
     "get_runtime",
     "hooks",
     "loop_running_here",
@@ -118,5 +135,6 @@ __all__ = [
     "root_of",
     "routable_ip",
     "runtime_if_started",
+    "set_renderer_factory",
     "target",
 ]

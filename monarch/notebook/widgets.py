@@ -1,4 +1,5 @@
-"""Live notebook widgets for meshes: `MeshView` (a grid of ranks) and `spawn_progress`.
+"""Live notebook widgets for meshes: `MeshView` (a grid of ranks) and `spawn_progress` (a
+`progress_widget.ProgressBar` of procs coming up).
 
 The HTML reprs in `monarch._src.mesh.html` are snapshots: they show the state of each rank when
 the cell ran. These widgets poll the same runtime state (`rank_states()` of the mesh, one
@@ -24,7 +25,8 @@ from monarch._src.mesh.actor_mesh import ActorMesh
 from monarch._src.lowlevel import CastPlan, plan
 from monarch._src.mesh.html import STATE_COLORS
 from monarch._src.mesh.proc_mesh import ProcMesh, proc_table
-from monarch._src.lowlevel import Health
+from monarch._src.lowlevel import Health, Progress
+from monarch.notebook.progress_widget import ProgressBar
 from monarch._src.shape import Extent
 
 __all__ = ["MeshView", "spawn_progress"]
@@ -218,11 +220,13 @@ def _stop_polling(widget: ipywidgets.Box) -> None:
         child.close()
 
 
-class SpawnProgress(ipywidgets.HBox):  # type: ignore[misc]  # HBox is untyped (Any)
+class SpawnProgress(ProgressBar):
     """A bar and a label "procs up: k/n" for a proc mesh that is starting.
 
-    Polls the proc table at most `refresh_hz` times a second until its `ready` future is done;
-    then the bar turns green, or red with the error if a proc failed to start.
+    A `ProgressBar` fed by a `Progress` (the one abstraction of long work, shown whatever the
+    `progress` config key says: it was asked for) that polls the proc table at most
+    `refresh_hz` times a second until its `ready` future is done; then the bar turns green, or
+    red with the error if a proc failed to start.
     """
 
     def __init__(self, proc_mesh: ProcMesh, refresh_hz: float = 4.0) -> None:
@@ -236,9 +240,8 @@ class SpawnProgress(ipywidgets.HBox):  # type: ignore[misc]  # HBox is untyped (
         self._ranks = [r.proc_rank for r in proc_mesh.rank_states()]
         self._lock = threading.Lock()
         self._closed = threading.Event()  # set by close() or once `ready` is done
-        self.bar = ipywidgets.IntProgress(value=0, min=0, max=len(self._ranks))
-        self.label = ipywidgets.Label("")
-        super().__init__([self.bar, self.label])
+        super().__init__()
+        self._progress = Progress("procs up", len(self._ranks), renderer=self)
         self.refresh()
         self._thread = threading.Thread(
             target=self._run, args=(1.0 / refresh_hz,), name="monarch-spawnprogress",
@@ -252,20 +255,11 @@ class SpawnProgress(ipywidgets.HBox):  # type: ignore[misc]  # HBox is untyped (
         """Read how many procs are up now and update the bar and label."""
         with self._lock:
             keys = self._table.keys
-            up = sum(1 for g in self._ranks if not keys[g].startswith("pending:"))
-            n = len(self._ranks)
-            text = f"procs up: {up}/{n}"
+            self._progress.update(sum(1 for g in self._ranks if not keys[g].startswith("pending:")))
             ready = self._table.ready
             if ready.done():
-                error = ready.exception()
-                if error is None:
-                    self.bar.bar_style = "success"
-                else:
-                    self.bar.bar_style = "danger"
-                    text += f"; failed: {error}"
+                self._progress.close(ready.exception(), detail="ready")
                 self._closed.set()
-            self.bar.value = up
-            self.label.value = text
 
     def _run(self, period: float) -> None:
         while not self._closed.wait(period):

@@ -99,7 +99,7 @@ def test_spawn_progress_all_procs_up_turns_green() -> None:
         assert progress.bar.value == 2
         assert progress.bar.max == 2
         assert progress.bar.bar_style == "success"
-        assert progress.label.value == "procs up: 2/2"
+        assert progress.label.value.startswith("procs up: 2/2 ready in ")
     finally:
         progress.close()
         procs.stop().get(timeout=60)

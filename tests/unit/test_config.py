@@ -130,6 +130,7 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "host_heartbeat_timeout": "10s",
     "host_listen_address": None,
     "version_check": "warn",
+    "progress": "auto",
     "tensor_engine_timeout": "5m",
     "enable_tls": False,
     "prefix_python_logs_with_actor": True,

@@ -129,6 +129,17 @@ def _port_range(value: object) -> object:
     return value
 
 
+def _progress(value: object) -> object:
+    text = str(value).strip().lower()
+    if text not in ("auto", "always", "off"):
+        raise ValueError(
+            f"Config key 'progress' expects 'auto' (show long work, past 0.5 s, on a terminal "
+            f"or in a notebook), 'always' (show every progress report, in logs too) or 'off'; "
+            f"got {value!r}."
+        )
+    return text
+
+
 def _version_check(value: object) -> object:
     text = str(value).strip().lower()
     if text not in ("warn", "ignore", "error"):
@@ -419,6 +430,12 @@ _TABLE: tuple[ConfigKey, ...] = (
          "versions differ from the controller's: 'warn' (once per attach, with a table), "
          "'ignore', or 'error' (the host is not attached; HostMesh.initialized raises).", _M,
          check=_version_check),
+    _key("progress", _S, "auto",
+         "Progress reports of long work (procs coming up, job bring-up, workspace sync, RDMA "
+         "transfers of 64 MiB or more): 'auto' shows work still running after 0.5 s on a "
+         "terminal or in a notebook cell, in the user's process only; 'always' shows every "
+         "report from its start (in procs and logs too); 'off' shows none.", _M,
+         check=_progress),
     # Tensor engine
     _key("tensor_engine_timeout", _D, "5m",
          "Longest a tensor-engine worker waits on a collective, a store or an actor result.", _M),

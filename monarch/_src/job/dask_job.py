@@ -19,7 +19,7 @@ from monarch._src.job.blocking import wait_for
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.process import check_meshes
-from monarch._src.job.progress import Progress
+from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
 
 __all__ = ["DaskJob", "scheduler_address"]
@@ -112,18 +112,18 @@ class DaskJob(JobTrait):
                 have = 0
             if have < needed:
                 cluster.scale(needed)
-        progress = Progress(f"waiting for Dask hosts at {self._address}", needed)
         deadline = time.monotonic() + _WORKER_TIMEOUT
-        while (have := _machines(self._address, timeout=30.0)) < needed:
-            progress.update(have)
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"DaskJob needs {needed} machines but the scheduler at {self._address} had "
-                    f"{have} after {_WORKER_TIMEOUT:.0f}s. Scale the cluster up or ask for fewer "
-                    "hosts."
-                )
-            time.sleep(0.5)
-        progress.close("Dask hosts joined")
+        with Progress(f"waiting for Dask hosts at {self._address}", needed) as progress:
+            while (have := _machines(self._address, timeout=30.0)) < needed:
+                progress.update(have)
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"DaskJob needs {needed} machines but the scheduler at {self._address} "
+                        f"had {have} after {_WORKER_TIMEOUT:.0f}s. Scale the cluster up or ask "
+                        "for fewer hosts."
+                    )
+                time.sleep(0.5)
+            progress.close(detail="Dask hosts joined")
         if client_script is not None:
             self.batch_pid = launch_batch_client(self, client_script, supervise=True)
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
-from monarch._src.job.progress import Progress
+from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
 
 __all__ = ["ImageSpec", "KubeApi", "KubeConfig", "KubernetesJob", "MeshSpec"]
@@ -279,23 +279,24 @@ class KubernetesJob(JobTrait):
     def _addresses(self) -> dict[str, list[str]]:
         api = self._api()
         total = sum(m.num_replicas for m in self._meshes.values())
-        progress = Progress(f"pods in namespace {self._namespace}", total)
         deadline = time.monotonic() + self._timeout
-        while True:
-            found = {
-                name: ready_addresses(api.list_pods(self._namespace, m.selector), m)
-                for name, m in self._meshes.items()
-            }
-            ready = sum(min(len(found[n]), m.num_replicas) for n, m in self._meshes.items())
-            progress.update(ready)
-            if ready == total:
-                progress.close("pods running")
-                return {n: found[n][: m.num_replicas] for n, m in self._meshes.items()}
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"KubernetesJob: {ready} of {total} pods running in namespace "
-                    f"{self._namespace} after {self._timeout:.0f}s. Check `kubectl get pods`.")
-            time.sleep(1.0)
+        with Progress(f"pods in namespace {self._namespace}", total) as progress:
+            while True:
+                found = {
+                    name: ready_addresses(api.list_pods(self._namespace, m.selector), m)
+                    for name, m in self._meshes.items()
+                }
+                ready = sum(min(len(found[n]), m.num_replicas) for n, m in self._meshes.items())
+                progress.update(ready)
+                if ready == total:
+                    progress.close(detail="pods running")
+                    return {n: found[n][: m.num_replicas] for n, m in self._meshes.items()}
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"KubernetesJob: {ready} of {total} pods running in namespace "
+                        f"{self._namespace} after {self._timeout:.0f}s. Check `kubectl get "
+                        "pods`.")
+                time.sleep(1.0)
 
     def _state(self) -> JobState:
         if not self._live_hosts:

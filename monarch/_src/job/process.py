@@ -20,7 +20,7 @@ from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
-from monarch._src.job.progress import Progress
+from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
 
 __all__ = ["ProcessJob", "check_meshes"]
@@ -118,10 +118,11 @@ class ProcessJob(JobTrait):
                 progress.update(len(ready))
             for name, i in slots:
                 self._workers.setdefault(name, []).append(ready[(name, i)])
-            progress.close(f"worker hosts up (logs in {self._log_dir})")
+            progress.close(detail=f"worker hosts up (logs in {self._log_dir})")
             if client_script is not None:
                 self.batch_pid = launch_batch_client(self, client_script, supervise=True)
-        except BaseException:
+        except BaseException as exc:
+            progress.close(exc)
             kill_workers(started)
             self._workers = {}
             raise

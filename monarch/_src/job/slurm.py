@@ -25,7 +25,7 @@ from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
 from monarch._src.job.local import BatchJob, check_client_script
 from monarch._src.job.process import check_meshes
-from monarch._src.job.progress import Progress
+from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
 
 __all__ = ["SlurmJob"]
@@ -259,24 +259,25 @@ class SlurmJob(JobTrait):
         return self._job_id
 
     def _wait_running(self) -> list[str]:
-        progress = Progress(f"Slurm job {self._job_id}", 1)
-        deadline = time.monotonic() + self._start_timeout
-        while (state := self._job_state()) != "RUNNING":
-            progress.update(0, state.lower())
-            if state in ("GONE", "FAILED", "CANCELLED", "TIMEOUT", "COMPLETED", "NODE_FAIL"):
-                raise RuntimeError(
-                    f"Slurm job {self._job_id} ended ({state}) before its workers came up. "
-                    f"See slurm-{self._job_id}.out in {self._logs()}."
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"Slurm job {self._job_id} was still {state} after {self._start_timeout:.0f}s "
-                    "(job_start_timeout). Check `squeue` for why it waits."
-                )
-            time.sleep(0.2)
-        nodelist = self._slurm(["squeue", "-h", "-j", self._require_id(), "-o", "%N"]).strip()
-        nodes = self._slurm(["scontrol", "show", "hostnames", nodelist]).split()
-        progress.close("running")
+        with Progress(f"Slurm job {self._job_id}", 1) as progress:
+            deadline = time.monotonic() + self._start_timeout
+            while (state := self._job_state()) != "RUNNING":
+                progress.update(0, state.lower())
+                if state in ("GONE", "FAILED", "CANCELLED", "TIMEOUT", "COMPLETED", "NODE_FAIL"):
+                    raise RuntimeError(
+                        f"Slurm job {self._job_id} ended ({state}) before its workers came up. "
+                        f"See slurm-{self._job_id}.out in {self._logs()}."
+                    )
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"Slurm job {self._job_id} was still {state} after "
+                        f"{self._start_timeout:.0f}s (job_start_timeout). Check `squeue` for "
+                        "why it waits."
+                    )
+                time.sleep(0.2)
+            nodelist = self._slurm(["squeue", "-h", "-j", self._require_id(), "-o", "%N"]).strip()
+            nodes = self._slurm(["scontrol", "show", "hostnames", nodelist]).split()
+            progress.close(detail="running")
         return nodes
 
     def worker_addresses(self, nodes: list[str]) -> list[str]:

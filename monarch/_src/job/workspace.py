@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monarch._src.job.blocking import wait_for
+from monarch._src.lowlevel import Progress
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.host_mesh import HostMesh
 
@@ -180,7 +181,8 @@ def sync_workspace(host_mesh: HostMesh, local_dir: str, dest: str | None = None)
     Files are compared by content hash, so a second sync of an unchanged tree sends nothing and a
     changed file travels alone; files deleted locally are deleted remotely. `dest` defaults to
     `default_dest(local_dir)`; one starting with `$WORKSPACE_DIR` is resolved on each host
-    (`on_host`). Returns a `SyncReport`.
+    (`on_host`). Returns a `SyncReport`. The bytes sent are reported as a `Progress` as each
+    host confirms them (shown per the `progress` config key).
     """
     if not os.path.isdir(local_dir):
         raise NotADirectoryError(
@@ -194,7 +196,7 @@ def sync_workspace(host_mesh: HostMesh, local_dir: str, dest: str | None = None)
         receivers: Any = procs.spawn("_WorkspaceReceiver", WorkspaceReceiver)
         flat = receivers.flatten("hosts_flat") if procs.sizes else receivers
         remote = wait_for(flat.manifest.call(dest), _TIMEOUT)
-        pending = []
+        pending: list[tuple[Any, int]] = []  # (apply future, bytes sent) per host
         for point, theirs in remote.items():
             files: dict[str, tuple[bytes, int]] = {}
             links: dict[str, str] = {}
@@ -211,9 +213,15 @@ def sync_workspace(host_mesh: HostMesh, local_dir: str, dest: str | None = None)
             report.removed[point.rank] = removed
             if files or links or removed:
                 target = flat.slice(hosts_flat=point.rank) if procs.sizes else flat
-                pending.append(target.apply.call_one(dest, files, links, removed))
-        for fut in pending:
-            wait_for(fut, _TIMEOUT)
+                pending.append((target.apply.call_one(dest, files, links, removed),
+                                sum(len(data) for data, _ in files.values())))
+        if pending:
+            title = f"workspace {os.path.basename(os.path.realpath(local_dir))}"
+            with Progress(title, sum(n for _, n in pending), "B") as progress:
+                for fut, sent in pending:
+                    wait_for(fut, _TIMEOUT)
+                    progress.advance(sent)
+                progress.close(detail=f"synced to {len(report.sent)} hosts")
         return report
     finally:
         wait_for(procs.stop(), _TIMEOUT)

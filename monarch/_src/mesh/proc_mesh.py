@@ -28,6 +28,7 @@ from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
+from monarch._src.runtime.progress import Progress
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
@@ -96,6 +97,7 @@ class ProcTable:
         # failed."): what `initialized` and calls to that rank raise, as in Monarch.
         self.setup_errors: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._progress: Progress | None = None  # procs coming up, once someone waits on them
         self._missing = sum(1 for k in keys if k.startswith("pending:"))
         if self._missing == 0:
             self.ready.set_result(None)
@@ -108,8 +110,22 @@ class ProcTable:
             self.pids[rank] = pid
             self._missing -= 1
             done = self._missing == 0
+            up, progress = len(self.keys) - self._missing, self._progress
+        if progress is not None:
+            progress.update(up)
         if done and not self.ready.done():
             self.ready.set_result(None)
+
+    def report_progress(self) -> None:
+        """Report the procs coming up ("procs up: 1/4") until they all are or one failed: a
+        `Progress`, shown per the `progress` config key. Once per table; nothing if they are
+        up already."""
+        with self._lock:
+            if self.ready.done() or self._progress is not None:
+                return
+            progress = self._progress = Progress("procs up", len(self.keys))
+            progress.update(len(self.keys) - self._missing)
+        self.ready.add_done_callback(lambda f: progress.close(f.exception(), detail="ready"))
 
     def begin_stop(self, reason: str) -> None:
         """Mark these procs as being stopped (the first reason stays) and their meshes as
@@ -355,7 +371,9 @@ class ProcMesh(MeshTrait):
     # ---- lifecycle --------------------------------------------------------------------------
     @property
     def initialized(self) -> Future[bool]:
-        """Resolves to True once every proc is up."""
+        """Resolves to True once every proc is up. Procs still coming up are reported
+        ("procs up: 1/4", `ProcTable.report_progress`) while someone waits on this."""
+        self._table.report_progress()
         return Future.from_concurrent(self._table.ready, lambda _: True)
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:

@@ -27,7 +27,7 @@ from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
 from monarch._src.rdma.memory import Region, as_region
 from monarch._src.rdma.verbs import RemoteKey
-from monarch._src.lowlevel import Future
+from monarch._src.lowlevel import LARGE_TRANSFER, Future, Progress
 
 __all__ = ["RDMAAction", "RDMABuffer"]
 
@@ -57,6 +57,21 @@ def _warn_staging(kind: type[Warning], h: BufferHandle, local: Region) -> None:
     )
 
 
+def _progress(ops: list[transfer.Op]) -> Progress | None:
+    """A `Progress` of the bytes `ops` move when they are `LARGE_TRANSFER` or more (None
+    otherwise: small transfers create nothing), told of each chunk as it moves."""
+    total = sum(op.nbytes for op in ops)
+    if total < LARGE_TRANSFER:
+        return None
+    kinds = {op.write for op in ops}
+    title = "RDMA transfer" if len(kinds) > 1 else "RDMA write" if True in kinds else "RDMA read"
+    progress = Progress(title, total, "B")
+    if progress.active:
+        for op in ops:
+            op.moved = progress.advance
+    return progress
+
+
 def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
     """Run `ops` concurrently on the worker pool; the future fails with the first error."""
     deadline = time.monotonic() + timeout
@@ -68,6 +83,7 @@ def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
     lock = threading.Lock()
     left = [len(ops)]
     errors: list[BaseException] = []
+    progress = _progress(ops)
 
     def one_done(f: concurrent.futures.Future[None]) -> None:
         exc = f.exception()
@@ -77,6 +93,8 @@ def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
             left[0] -= 1
             finished = left[0] == 0
         if finished:
+            if progress is not None:
+                progress.close(errors[0] if errors else None)
             if errors:
                 result.set_exception(errors[0])
             else:

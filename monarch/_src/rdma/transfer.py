@@ -21,7 +21,7 @@ import ctypes
 import os
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from monarch._src.config import get as config_get
 from monarch._src.rdma import vm
@@ -54,6 +54,9 @@ class Op:
     handle: BufferHandle  # the remote buffer
     local: Region  # the local memory (at least `nbytes` long)
     nbytes: int  # how many leading bytes move
+    # Told the bytes moved as they move (chunk by chunk on process_vm, at the end elsewhere):
+    # a `Progress` of a large transfer; None for the others.
+    moved: Callable[[int], None] | None = None
 
 
 def choose_plane(h: BufferHandle) -> str:
@@ -129,7 +132,7 @@ def _run_op(op: Op, deadline: float) -> None:
             staged.copy_(cuda.as_bytes(op.local.keepalive)[: op.nbytes])
     if h.device != "cpu" and not op.write:
         _stage_remote(h, False, op.nbytes, deadline)
-    _move(op.write, h, local_addr, op.nbytes, deadline)
+    _move(op.write, h, local_addr, op.nbytes, deadline, op.moved)
     if h.device != "cpu" and op.write:
         _stage_remote(h, True, op.nbytes, deadline)
     if staged is not None and not op.write:
@@ -146,12 +149,13 @@ def _stage_remote(h: BufferHandle, to_device: bool, n: int, deadline: float) -> 
         raise _dropped(h) from exc
 
 
-def _move(write: bool, h: BufferHandle, local: int, n: int, deadline: float) -> None:
+def _move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
+          moved: Callable[[int], None] | None = None) -> None:
     global _vm_refused
     plane = choose_plane(h)
     if plane == "process_vm":
         try:
-            _vm_move(write, h, local, n, deadline)
+            _vm_move(write, h, local, n, deadline, moved)
             return
         except vm.VmRefused:
             if os.environ.get(FORCE_ENV):
@@ -172,6 +176,8 @@ def _move(write: bool, h: BufferHandle, local: int, n: int, deadline: float) -> 
         _tcp_move(write, h, local, n, remaining)
     else:
         _verbs_move(write, h, local, n, deadline)
+    if moved is not None:
+        moved(n)
 
 
 def _verbs_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float) -> None:
@@ -200,7 +206,8 @@ def _tcp_move(write: bool, h: BufferHandle, local: int, n: int, timeout: float) 
         raise _owner_gone(h, f"its data plane is unreachable ({exc})") from exc
 
 
-def _vm_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float) -> None:
+def _vm_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
+             moved: Callable[[int], None] | None = None) -> None:
     if process_start_time(h.pid) != h.start_time:
         raise _owner_gone(h, "its process has exited")
     word = ctypes.c_uint64(0)
@@ -222,6 +229,8 @@ def _vm_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float) 
                 vm.readv(h.pid, [w, (local + off, m)], [slot, (h.addr + off, m)])
                 if word.value != h.token:
                     raise _dropped(h)
+            if moved is not None:
+                moved(m)
         if not write:
             vm.readv(h.pid, [w], [slot])  # a drop during the copy may have changed the bytes
             if word.value != h.token:
