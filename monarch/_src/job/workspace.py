@@ -221,7 +221,8 @@ def sync_workspace(host_mesh: HostMesh, local_dir: str, dest: str | None = None)
                 for fut, sent in pending:
                     wait_for(fut, _TIMEOUT)
                     progress.advance(sent)
-                progress.close(detail=f"synced to {len(report.sent)} hosts")
+                hosts = len(report.sent)
+                progress.close(detail=f"synced to {hosts} host{'s' if hosts != 1 else ''}")
         return report
     finally:
         wait_for(procs.stop(), _TIMEOUT)
