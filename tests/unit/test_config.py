@@ -332,6 +332,7 @@ _SAMPLES: dict[str, object] = {
     "rdma_peer_device_affinity": "any",
     "rdma_ibverbs_target": "nic:mlx5_0",
     "version_check": "ignore",
+    "progress": "off",
 }
 
 
