@@ -19,8 +19,9 @@
 * If ranks raised, the cell fails with one `MeshCellError`: the failing ranks grouped by
   identical traceback, each group's remote traceback shown once.
 
-Interrupting the kernel while a cell waits propagates the `KeyboardInterrupt` (and, with
-cancellation, stops the call on the procs).
+Interrupting the kernel while a cell waits propagates the `KeyboardInterrupt` and cancels the
+call: procs drop it if it has not started; a running cell is not interrupted (its frames are
+monarch's, see `HostedActor.cancel`) but stops at its next `monarch.actor.check_cancelled()`.
 """
 
 from __future__ import annotations

@@ -172,6 +172,30 @@ def test_unpicklable_values_come_back_as_their_repr(shell: Any) -> None:
     assert _result(shell).item().startswith("<unlocked _thread.lock object")
 
 
+def test_a_cancelled_cell_that_checks_for_it_frees_the_proc_for_the_next(
+    procs4: Any, tmp_path: Path
+) -> None:
+    """What an interrupt does to a running `%%mesh` cell: the call is cancelled, a cell polling
+    `check_cancelled()` stops there, and the next cell on those procs runs at once."""
+    from monarch.notebook.mesh_magic import MeshMagic
+
+    actors = procs4.slice(gpus=0).spawn("_mesh_magic", MeshMagic)
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    looping = actors.run.call("cancel-test", 1, textwrap.dedent(f"""
+        from monarch.actor import check_cancelled
+        with open({str(fifo)!r}, "w") as started:
+            started.write("x")
+        while True:
+            check_cancelled()
+    """))
+    with open(fifo) as started:  # blocks until the cell runs
+        assert started.read() == "x"
+    assert looping.cancel()
+    after = actors.run.call("cancel-test", 2, "rank").get(timeout=20)
+    assert [r.value for r in after.values()] == [0]
+
+
 @pytest.mark.parametrize(
     ("line", "message"),
     [
