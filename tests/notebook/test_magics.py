@@ -276,7 +276,7 @@ def _streams(messages: list[dict[str, Any]], name: str) -> str:
                    if m["msg_type"] == "stream" and m["content"]["name"] == name)
 
 
-def test_load_ext_in_a_kernel_and_stream_output_arrives_prefixed() -> None:
+def test_load_ext_in_a_kernel_and_stream_output_arrives_prefixed(tmp_path: Path) -> None:
     from jupyter_client.manager import start_new_kernel
 
     env = dict(os.environ)
@@ -313,8 +313,36 @@ def test_load_ext_in_a_kernel_and_stream_output_arrives_prefixed() -> None:
                    if m["msg_type"] == "execute_result"]
         assert len(results) == 1 and "RankError(rank 0: ZeroDivisionError" in results[0]
 
+        _interrupt_a_running_cell(manager, client, tmp_path)
+
         reply, _ = _execute(client, "procs.stop().get(timeout=60)")
         assert reply["status"] == "ok", reply
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def _interrupt_a_running_cell(manager: Any, client: Any, tmp_path: Path) -> None:
+    """Interrupting the kernel while rank 0 runs a looping cell ends the cell in the notebook;
+    the cell, polling `check_cancelled()`, stops on the proc, and the next cell runs."""
+    fifo = tmp_path / "started"
+    os.mkfifo(fifo)
+    msg_id = client.execute(textwrap.dedent(f"""\
+        %%mesh procs[gpus=0]
+        from monarch.actor import check_cancelled
+        with open({str(fifo)!r}, "w") as started:
+            started.write("x")
+        while True:
+            check_cancelled()
+    """))
+    with open(fifo) as started:  # returns once the cell runs on the proc
+        assert started.read() == "x"
+    manager.interrupt_kernel()
+    reply = client.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=60)
+    assert reply["content"]["status"] == "error", reply["content"]
+    assert reply["content"]["ename"] in ("KeyboardInterrupt", "Interrupted"), reply["content"]
+    reply, messages = _execute(client, "%%mesh procs\nrank")
+    assert reply["status"] == "ok", reply
+    assert _streams(messages, "stdout").splitlines() == ["Out[rank 0]: 0", "Out[rank 1]: 1"]
