@@ -191,8 +191,8 @@ class MeshMagics(Magics):
     @cell_magic
     def mesh(self, line: str, cell: str) -> None:
         """Run the cell on every proc of a ProcMesh (or a slice): `%%mesh procs[gpus=0:2]`."""
-        from monarch._src.shape.shape import Shape
         from monarch._src.mesh.value_mesh import ValueMesh
+        from monarch._src.shape.shape import Shape
         from monarch._src.shape.slice import Slice
 
         actors, view = self._target(line)

@@ -138,6 +138,13 @@ class _ThreadRoutedStream(io.TextIOBase):
     def encoding(self) -> str:  # type: ignore[override]  # TextIOBase types it as a plain attribute
         return self.fallback.encoding
 
+    def __getattr__(self, name: str) -> Any:
+        # What TextIOBase does not define (`buffer`, `mode`, ...) is the replaced stream's:
+        # bytes written to `sys.stdout.buffer` bypass the capture, as fd writes do.
+        if name == "fallback":  # not set yet: no recursion
+            raise AttributeError(name)
+        return getattr(self.fallback, name)
+
 
 _route_lock = threading.Lock()
 
