@@ -24,6 +24,8 @@ home module, where its documentation lives:
 * Rank state (`mesh/rank_state.py`): `RankState`, `Health`, `proc_rank_state`,
   `actor_rank_state` (one state per rank, the ownership tree's order everywhere).
 * Proc meshes (`mesh/proc_mesh.py`): `proc_table(mesh)`, `mesh_id(mesh)`, `root_of(mesh)`.
+* Mesh call futures (`mesh/call_future.py`): `MeshFuture` (what `endpoint.call()` returns:
+  `partial()`, iteration, `progress()`), `CallProgress`, `RankProgress`.
 * Hook slots (`mesh/hooks.py`, as `hooks`): where a feature plugs into the layers below it;
   the wiring modules (`monarch._src.wiring`) fill them.
 * Errors: `failure_report(...)` builds "The actor X and all its descendants have failed:".
@@ -43,6 +45,7 @@ from monarch._src.mesh.casting import (
     post_call,
     target,
 )
+from monarch._src.mesh.call_future import CallProgress, MeshFuture, RankProgress
 from monarch._src.mesh.context import current_hosted
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable, agents, forget, register
 from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
@@ -90,6 +93,7 @@ __all__ = [
     "PORT_ERROR",
     "PORT_VALUE",
     "Call",
+    "CallProgress",
     "CastPlan",
     "Control",
     "EndpointTarget",
@@ -98,6 +102,7 @@ __all__ = [
     "Health",
     "HostAgent",
     "LARGE_TRANSFER",
+    "MeshFuture",
     "NullRenderer",
     "OncePort",
     "PlacedTable",
@@ -105,6 +110,7 @@ __all__ = [
     "PortMsg",
     "Progress",
     "ProgressState",
+    "RankProgress",
     "RankState",
     "Runtime",
     "StreamPort",

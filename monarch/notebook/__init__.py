@@ -15,6 +15,10 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
   their state, message rates and recent failures, and `stacks(mesh, rank)` dumps a proc's
   threads (`monarch.notebook.admin`). They need ipywidgets, which is imported only when one of
   them is first used.
+* The future of an endpoint's `call()` shows, as a cell's value, a live grid of its ranks
+  (pending, done, failed with the error on hover) and a summary "3/4 done, 1 failed, 2.1 s"
+  (`FutureView(fut)`, `monarch.notebook.future_widget`); `fut.partial()` and `for point, value
+  in fut` give the replies so far.
 * `%%mesh procs` (or a slice, `%%mesh procs[gpus=0:2]`) runs a cell on every proc of a mesh, in
   a per-proc namespace that persists between cells, output prefixed by rank; `%mesh_result`
   returns the last values as a ValueMesh (`monarch.notebook.magics`). `%load_ext
@@ -26,13 +30,15 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
-    "AdminView", "FetchView", "MeshView", "flush_logs", "install", "spawn_progress", "stacks",
+    "AdminView", "FetchView", "FutureView", "MeshView", "flush_logs", "install",
+    "spawn_progress", "stacks",
 ]
 
 _WIDGETS = {
     "MeshView": "widgets",
     "spawn_progress": "widgets",
     "FetchView": "fetch",
+    "FutureView": "future_widget",
     "AdminView": "admin",
     "stacks": "admin",
 }
@@ -62,6 +68,16 @@ def flush_logs(timeout: float = 10.0) -> None:
             agent.flush_logs().result(timeout=timeout)
         except Exception:  # a flush that cannot finish must not break the notebook
             pass
+
+
+def _future_view(future: Any) -> dict[str, Any] | None:
+    """What a cell shows for the future of an endpoint's `call()`: a live `FutureView`
+    (hook slot `future_view`); None, so the plain repr shows, where ipywidgets is missing."""
+    try:
+        from monarch.notebook.future_widget import mimebundle
+    except ImportError:
+        return None
+    return mimebundle(future)
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -96,4 +112,8 @@ def install(ipython: Any = None) -> None:
         nest_asyncio.apply()
     except ImportError:  # asyncio.run in cells needs the notebook extra; await works regardless
         pass
+    if getattr(ipython, "kernel", None) is not None:  # a frontend that can draw widgets
+        from monarch._src.lowlevel import hooks
+
+        hooks.future_view.install(_future_view)  # a call's future as a cell's value: live grid
     ipython.events.register("post_run_cell", lambda *_: flush_logs())

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, T
 
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh import casting, hooks, traffic
+from monarch._src.mesh.call_future import MeshFuture
 from monarch._src.mesh.port import handing_ports
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import encode
@@ -200,28 +201,36 @@ class Endpoint(Generic[P, R]):
         return Future.from_concurrent(entry.cf, decode, self._supervision,
                                       self._canceller(reply, [rank]))
 
-    def call(self, *args: P.args, **kwargs: P.kwargs) -> Future[ValueMesh[R]]:
-        """Call every actor; gather the replies into a ValueMesh shaped like this mesh."""
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> MeshFuture[R]:
+        """Call every actor; gather the replies into a ValueMesh shaped like this mesh.
+
+        The future is a `MeshFuture`: `partial()`, iteration and `progress()` show the replies
+        as they come. A call to a mesh that already failed or was stopped fails at once, with
+        every rank failed.
+        """
         payload = self._encode_args(args, kwargs)
-        refused = self._refused()
-        if refused is not None:
-            return Future.from_concurrent(refused, None, self._supervision)
         mesh = self._mesh
         n = len(mesh)
         entry = GatherPort(n)
+        shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
+        refused = self._refused()
+        if refused is not None:
+            error = refused.exception()
+            assert error is not None
+            entry.fail(error)
+            return MeshFuture.of_call(entry, shape, self._decode_one, lambda: None,
+                                      self._supervision, None, self._label())
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
-        shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
 
         spawned = mesh._spawned_local(range(n))
 
-        def gather(replies: list[Any]) -> ValueMesh[R]:
+        def answered() -> None:
             for rank in spawned:
                 traffic.count_answered(mesh._key, rank)
-            return ValueMesh(shape, [self._decode_one(r) for r in replies])
 
-        return Future.from_concurrent(entry.cf, gather, self._supervision,
-                                      self._canceller(reply, None))
+        return MeshFuture.of_call(entry, shape, self._decode_one, answered, self._supervision,
+                                  self._canceller(reply, None), self._label())
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""

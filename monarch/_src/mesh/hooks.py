@@ -122,3 +122,12 @@ call_encoder: Slot[Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = _slo
     "The tensor engine's encoder of endpoint arguments that hold distributed tensors.",
     "No endpoint argument encoder is installed",
 )
+
+#: `future_view(future) -> mimebundle | None`: what a mesh call's future (`MeshFuture`) shows as
+#: a cell's value: the notebook's live per-rank widget. Filled by `monarch.notebook.install()`
+#: in a Jupyter kernel; empty (or None returned) means the plain repr.
+future_view: Slot[Callable[[Any], dict[str, Any] | None]] = _slot(
+    "future_view",
+    "The notebook's live widget of a mesh call future, shown as a cell's value.",
+    "No notebook is installed: a mesh call future shows its plain repr",
+)

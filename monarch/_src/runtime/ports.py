@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from collections import deque
 from typing import Any, Callable
 
@@ -91,29 +92,54 @@ class OncePort(PortEntry):
 
 
 class GatherPort(PortEntry):
-    """One reply per rank of `n`; completes `cf` with the raw replies in rank order."""
+    """One reply per rank of `n`; completes `cf` with the raw replies in rank order.
+
+    It also keeps the call's progress, read from other threads while replies come in (a mesh
+    call's `partial()`, iteration and live widget): `posted`, when the port opened (just before
+    the call was posted); `arrived[rank]`, when that rank's reply came (0.0 until then);
+    `order`, the ranks that answered, in arrival order; `ended`, when the last reply came or
+    the port failed (0.0 until then). A rank's reply is stored before it is appended to
+    `order`, so a reader that snapshots `order` finds `replies` and `arrived` set for each rank
+    in it. `on_reply`, when set, is called on the loop after every reply and when the port
+    fails: it must be quick and must not block (it notifies waiting readers).
+    """
 
     def __init__(self, n: int) -> None:
         self.cf: concurrent.futures.Future[list[Reply]] = concurrent.futures.Future()
         self.replies: list[Reply | None] = [None] * n  # by rank; None until that rank answers
         self.missing = n
+        self.posted = time.monotonic()
+        self.arrived: list[float] = [0.0] * n
+        self.order: list[int] = []
+        self.ended = 0.0
+        self.on_reply: Callable[[], None] | None = None
         if n == 0:
             self.closed = True
+            self.ended = self.posted
             self.cf.set_result([])
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed or rank is None or self.replies[rank] is not None:
             return
+        now = time.monotonic()
+        self.arrived[rank] = now
         self.replies[rank] = (status, payload)
+        self.order.append(rank)
         self.missing -= 1
         if self.missing == 0:
             self.closed = True
+            self.ended = now
             _settle(self.cf, self.replies)
+        if self.on_reply is not None:
+            self.on_reply()
 
     def fail(self, exc: BaseException) -> None:
         if not self.closed:
             self.closed = True
+            self.ended = time.monotonic()
             _settle(self.cf, exc=exc)
+            if self.on_reply is not None:
+                self.on_reply()
 
 
 class CountPort(GatherPort):
