@@ -46,7 +46,8 @@ __all__ = ["MeshCellError", "MeshMagics", "parse_target", "register"]
 USAGE = "usage: %%mesh NAME or %%mesh NAME[dim=INT, dim=START:STOP[:STEP], ...]"
 
 _TARGET = re.compile(
-    r"\s*(?P<name>[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*(?:\[(?P<dims>.*)\])?\s*\Z", re.S
+    r"\s*(?P<name>[A-Za-z_]\w*(?:\s*\.\s*[A-Za-z_]\w*)*)\s*(?:\[(?P<dims>.*)\])?\s*\Z",
+    re.DOTALL,
 )
 
 

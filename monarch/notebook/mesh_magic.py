@@ -40,6 +40,10 @@ CELL_FILENAME = "<mesh-cell-{}>"
 
 # session id -> the namespace `%%mesh` cells of that controller session run in, in this proc.
 _NAMESPACES: dict[str, dict[str, Any]] = {}
+# session id -> filename -> source of each cell that session ran here. Cell numbers count per
+# session, so two sessions on one proc reuse filenames: `linecache` gets the session's own
+# sources back before one of its tracebacks is formatted.
+_SOURCES: dict[str, dict[str, str]] = {}
 
 
 def namespace(session: str) -> dict[str, Any]:
@@ -159,9 +163,15 @@ def _routed(name: str) -> _ThreadRoutedStream:
         return stream
 
 
-def _cell_traceback(exc: BaseException, filename: str) -> str:
+def _cache_lines(filename: str, source: str) -> None:
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+
+
+def _cell_traceback(exc: BaseException, filename: str, session: str) -> str:
     """The traceback of `exc` from the cell's first frame on (the exception alone when no frame
-    is the cell's, as for a SyntaxError)."""
+    is the cell's, as for a SyntaxError), with the lines of `session`'s cells."""
+    for name, source in _SOURCES.get(session, {}).items():
+        _cache_lines(name, source)
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != filename:
         tb = tb.tb_next
@@ -175,7 +185,7 @@ def _picklable(value: Any) -> bool:
     band, so the check copies no data)."""
     try:
         encode(value)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever pickling raises, the value cannot travel
         return False
     return True
 
@@ -183,14 +193,14 @@ def _picklable(value: Any) -> bool:
 def run_cell(source: str, filename: str, ns: dict[str, Any]) -> Any:
     """Run `source` in `ns` as IPython runs a cell; return the final expression's value (None
     when the cell does not end with an expression)."""
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    _cache_lines(filename, source)
     tree = ast.parse(source, filename=filename)
     last: ast.expr | None = None
     final = tree.body[-1] if tree.body else None
     if isinstance(final, ast.Expr):
         tree.body.pop()
         last = final.value
-    exec(compile(tree, filename, "exec"), ns)
+    exec(compile(tree, filename, "exec"), ns)  # noqa: S102 - running the user's cell is the point
     if last is None:
         return None
     return eval(compile(ast.Expression(last), filename, "eval"), ns)
@@ -209,6 +219,7 @@ class MeshMagic(Actor):
         ns["rank"] = rank
         ns["coords"] = dict(point)
         filename = CELL_FILENAME.format(cell)
+        _SOURCES.setdefault(session, {})[filename] = source
         out, err = _routed("stdout"), _routed("stderr")
         me = threading.get_ident()
         out.buffers[me] = io.StringIO()
@@ -217,8 +228,10 @@ class MeshMagic(Actor):
         error: RankError | None = None
         try:
             value = run_cell(source, filename, ns)
-        except (Exception, SystemExit) as exc:  # a cancellation or interrupt propagates
-            error = RankError(rank, type(exc).__name__, str(exc), _cell_traceback(exc, filename))
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the cell's error is its result
+            # (a cancellation or an interrupt, BaseExceptions, propagates)
+            text = _cell_traceback(exc, filename, session)
+            error = RankError(rank, type(exc).__name__, str(exc), text)
         finally:
             stdout = out.buffers.pop(me).getvalue()
             stderr = err.buffers.pop(me).getvalue()

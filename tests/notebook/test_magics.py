@@ -172,6 +172,31 @@ def test_unpicklable_values_come_back_as_their_repr(shell: Any) -> None:
     assert _result(shell).item().startswith("<unlocked _thread.lock object")
 
 
+def test_sessions_have_their_own_namespaces_and_old_cells_keep_their_lines(
+    procs4: Any,
+) -> None:
+    from monarch.notebook.mesh_magic import MeshMagic
+
+    actors = procs4.slice(gpus=1).spawn("_mesh_magic", MeshMagic)
+
+    def run(session: str, cell: int, source: str) -> Any:
+        source = textwrap.dedent(source).strip("\n")
+        [result] = actors.run.call(session, cell, source).get(timeout=30).values()
+        return result
+
+    assert run("one", 1, """
+        def f(n):
+            return [1][n]
+        z = 5
+    """).error is None
+    assert run("two", 1, "z").error.summary == "NameError: name 'z' is not defined"
+    later = run("one", 2, "f(z)").error  # raised in cell 1's function, called from cell 2
+    assert later.summary == "IndexError: list index out of range"
+    assert 'File "<mesh-cell-2>", line 1' in later.traceback_text
+    assert 'File "<mesh-cell-1>", line 2, in f' in later.traceback_text
+    assert "return [1][n]" in later.traceback_text
+
+
 def test_a_cancelled_cell_that_checks_for_it_frees_the_proc_for_the_next(
     procs4: Any, tmp_path: Path
 ) -> None:
@@ -246,7 +271,7 @@ def test_importing_monarch_actor_under_ipython_registers_the_magics() -> None:
         " 'mesh_result' in ip.magics_manager.magics['line'])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "['mesh'] True"
 
@@ -298,7 +323,8 @@ def test_load_ext_in_a_kernel_and_stream_output_arrives_prefixed(tmp_path: Path)
         assert _streams(messages, "stdout").splitlines() == [
             "[rank 0] hello from 0", "Out[rank 0]: 0", "[rank 1] hello from 1", "Out[rank 1]: 7"]
 
-        reply, messages = _execute(client, "%%mesh procs\nimport sys\nprint(1 / rank, file=sys.stderr)")
+        failing = "%%mesh procs\nimport sys\nprint(1 / rank, file=sys.stderr)"
+        reply, messages = _execute(client, failing)
         assert reply["status"] == "error" and reply["ename"] == "MeshCellError", reply
         assert _streams(messages, "stderr") == "[stderr:rank 1] 1.0\n"
         errors = [m["content"] for m in messages if m["msg_type"] == "error"]
