@@ -228,7 +228,7 @@ def test_host_with_other_versions_warns_once_and_stays_usable(
         hosts.shutdown().get(timeout=30)
 
 
-def test_error_refuses_the_host_which_then_serves_an_ignoring_client(
+def test_error_refuses_the_host_which_then_serves_the_next_clients(
         procs: list[subprocess.Popen[bytes]], old_cloudpickle: Path) -> None:
     proc, addr = _start_worker("127.0.0.2", old_cloudpickle)
     procs.append(proc)
@@ -238,6 +238,12 @@ def test_error_refuses_the_host_which_then_serves_an_ignoring_client(
                                                "versions of cloudpickle differ") as info:
             hosts.initialized.get(timeout=45)
     assert f"0.0.1 on {addr}" in str(info.value)
+    # Warnings turned into errors: initialized raises the warning itself; the host is released.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", VersionMismatchWarning)
+        strict = attach_to_workers(ca=TRUST, workers=[addr])
+        with pytest.raises(VersionMismatchWarning, match="cloudpickle"):
+            strict.initialized.get(timeout=45)
     with configured(version_check="ignore"):
         again, agent, warned = _attach_and_wait([addr])  # refused, then released: serves again
     try:

@@ -149,7 +149,7 @@ class RemoteHostAgent:
             try:
                 check_host(host.addr, info.get("versions"))
             except RuntimeError:
-                self._release(host)
+                await self._release(host)
                 raise
         except BaseException as exc:
             err = RuntimeError(f"could not attach to the host {host.label}: {_why(exc)}")
@@ -160,7 +160,7 @@ class RemoteHostAgent:
         self._reports[host.rank] = info.get("versions")
         raised = self._settle()
         if raised is not None:  # the version warning, turned into an error (-W error)
-            self._release(host)
+            await self._release(host)
             host.lost = f"could not attach to the host {host.label}: {raised}"
             host.connected.set_exception(raised)
             return
@@ -169,10 +169,15 @@ class RemoteHostAgent:
         host.connected.set_result(info)
         self._heartbeats.start()
 
-    def _release(self, host: _Host) -> None:
-        """Give up a host that answered the attach: it serves its next client (loop)."""
+    async def _release(self, host: _Host) -> None:
+        """Give up a host that answered the attach, and wait (bounded) until it let go of this
+        client: an attach that follows at once is then served afresh, not dropped (loop)."""
         assert host.addr is not None
-        self.rt.mailbox.post(host.addr, Control(CONTROL, "host_detach", (False,), None))
+        entry = OncePort()
+        port = self.rt.mailbox.open_port(entry, (host.addr,))
+        self.rt.mailbox.post(host.addr, Control(CONTROL, "host_detach", (False,), port))
+        await asyncio.wait([settled(entry.cf)],
+                           timeout=3 * duration_seconds("process_exit_timeout"))
 
     def _settle(self) -> Exception | None:
         """One more host attached or failed. After the last one, compare the versions the
