@@ -24,7 +24,7 @@ import pytest
 
 import monarch
 from monarch.actor import HostMesh, attach_to_workers
-from monarch.config import configure, configured
+from monarch.config import configure, configured, get_global_config
 from monarch._src.hosts.remote_agent import RemoteHostAgent
 from monarch._src.hosts.versions import (
     Mismatch,
@@ -110,7 +110,8 @@ def test_table_layout() -> None:
 def test_config_key_accepts_three_values_and_refuses_others() -> None:
     for value in ("warn", "ignore", "error", " Error "):
         with configured(version_check=value):
-            pass
+            assert get_global_config()["version_check"] == value.strip().lower()
+    assert get_global_config()["version_check"] == "warn"  # the default
     with pytest.raises(ValueError, match="'version_check' expects 'warn'.*'ignore' or 'error'"):
         configure(version_check="strict")
 
