@@ -120,6 +120,8 @@ class ProcTable:
         """Report the procs coming up ("procs up: 1/4") until they all are or one failed: a
         `Progress`, shown per the `progress` config key. Once per table; nothing if they are
         up already."""
+        if self._progress is not None or self.ready.done():  # the fast path takes no lock
+            return
         with self._lock:
             if self.ready.done() or self._progress is not None:
                 return
