@@ -70,8 +70,18 @@ def _distribution_version(name: str) -> str | None:
         return None
 
 
-# What `monarch.__version__` is; "unknown" when monarch runs from a tree that is not installed.
-MONARCH_VERSION: str = _distribution_version(PACKAGES["monarch"]) or "unknown"
+@functools.cache
+def _monarch_version() -> str:
+    return _distribution_version(PACKAGES["monarch"]) or "unknown"
+
+
+def __getattr__(name: str) -> str:
+    """`MONARCH_VERSION`, what `monarch.__version__` is ("unknown" when monarch runs from a
+    tree that is not installed); read on first use, since parsing a distribution's metadata
+    costs ~20 ms that `import monarch.actor` need not pay."""
+    if name == "MONARCH_VERSION":
+        return _monarch_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class VersionMismatchWarning(UserWarning):
@@ -85,7 +95,7 @@ def _collected() -> tuple[tuple[str, str | None], ...]:
         if package == "python":
             found.append((package, "%d.%d.%d" % sys.version_info[:3]))
         elif package == "monarch":
-            found.append((package, MONARCH_VERSION))
+            found.append((package, _monarch_version()))
         else:
             found.append((package, _distribution_version(distribution)))
     return tuple(found)
