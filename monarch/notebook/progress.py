@@ -1,11 +1,12 @@
 """Progress reports in a notebook: each one shown is a `ProgressBar` in the running cell.
 
-`install()` (run by `monarch.notebook.install()` in a kernel) makes `cell_renderer` the renderer
-of every progress report monarch creates (procs coming up, job bring-up, workspace sync, large
-RDMA transfers; see `monarch._src.runtime.progress`). The widget is created and displayed only
-when a report is shown, that is for work still running after the `progress` config key's delay,
-so fast work leaves no trace in the cell. Without ipywidgets (the notebook extra is not
-installed) the report is written to the cell's stderr instead, its first and last line.
+`install()` (run by `monarch.notebook.install()` under IPython) makes `cell_renderer` the
+renderer of every progress report monarch creates (procs coming up, job bring-up, workspace
+sync, large RDMA transfers; see `monarch._src.runtime.progress`). The widget is created and
+displayed only when a report is shown, that is for work still running after the `progress`
+config key's delay, so fast work leaves no trace in the cell. Without ipywidgets (the notebook
+extra is not installed) the report is written to the cell's stderr instead, its first and last
+line; a terminal IPython keeps the terminal's line.
 """
 
 from __future__ import annotations
@@ -44,8 +45,13 @@ class CellRenderer:
 
 
 def cell_renderer() -> CellRenderer | TerminalRenderer:
-    """The renderer of one report in a notebook: a widget, or lines on stderr without
-    ipywidgets."""
+    """The renderer of one report under IPython: a widget in a kernel's cell (lines on the
+    cell's stderr without ipywidgets); in a terminal IPython, which draws no widgets, the
+    terminal's line."""
+    from IPython import get_ipython
+
+    if getattr(get_ipython(), "kernel", None) is None:
+        return TerminalRenderer()
     if importlib.util.find_spec("ipywidgets") is None:
         return TerminalRenderer(sys.stderr, watched=True)
     return CellRenderer()

@@ -112,7 +112,8 @@ class Spy(CellRenderer):
         super().show(state)
         shown.set()
 
-set_renderer_factory(Spy)
+installed = set_renderer_factory(Spy)  # monarch.notebook's, put there by importing monarch.actor
+assert type(installed()) is CellRenderer, installed
 
 def wait_for_gate():
     while not os.path.exists(gate):
@@ -170,3 +171,18 @@ def test_procs_coming_up_show_a_bar_in_the_waiting_cell(tmp_path: Path) -> None:
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+def test_terminal_ipython_keeps_the_terminal_line_and_imports_no_widgets() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, monarch.actor; from monarch._src.lowlevel import set_renderer_factory; "
+            "factory = set_renderer_factory(None); set_renderer_factory(factory); "
+            "print(type(factory()).__name__, factory.__module__, 'ipywidgets' in sys.modules)")
+    ipython = Path(sys.executable).with_name("ipython")
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    res = subprocess.run([str(ipython), "--quick", "--no-banner", "-c", code], cwd=REPO, env=env,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert res.stdout.split()[-3:] == ["TerminalRenderer", "monarch.notebook.progress", "False"]
