@@ -144,3 +144,22 @@ def test_workspace_sync_reports_the_bytes_sent(
     assert lines[1] == "[monarch] workspace app: 0 B/3.0 MiB\x1b[K"
     assert lines[-1].startswith("[monarch] workspace app: 3.0 MiB/3.0 MiB synced to 1 host in ")
     assert (tmp_path / "dest" / "model.bin").stat().st_size == 3 << 20
+
+
+def test_job_bring_up_reports_the_worker_hosts_starting(
+    terminal: tuple[Terminal, list[int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from monarch.job import ProcessJob
+
+    out, _ = terminal
+    monkeypatch.chdir(tmp_path)  # the job cache
+    job = ProcessJob({"workers": 2})
+    try:
+        with configured(progress="always"):
+            job.state()
+    finally:
+        job.kill()
+    lines = out.getvalue().split("\r")
+    assert lines[1:4] == [f"[monarch] starting worker hosts: {n}/2\x1b[K" for n in (0, 1, 2)]
+    assert lines[4].startswith("[monarch] starting worker hosts: 2/2 worker hosts up (logs in ")
+    assert lines[4].endswith("s\x1b[K\n")

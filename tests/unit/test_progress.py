@@ -276,3 +276,11 @@ def test_set_renderer_factory_returns_the_previous_one_and_none_restores_the_ter
         assert set_renderer_factory(original) is TerminalRenderer
     finally:
         set_renderer_factory(original)
+
+
+def test_terminal_renderer_keeps_a_multi_line_error_to_its_first_line() -> None:
+    out = io.StringIO()
+    p = Progress("procs up", 2, renderer=TerminalRenderer(out))
+    p.close(RuntimeError("The actor <root>.setup failed:\n  Traceback ...\n  boom"))
+    assert out.getvalue() == ("[monarch] procs up: 0/2\n"
+                              "[monarch] procs up: 0/2 failed: The actor <root>.setup failed: ...\n")

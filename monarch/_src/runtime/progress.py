@@ -144,19 +144,24 @@ class TerminalRenderer:
         first = not self._started
         self._started = True
         if self._tty:
-            self.stream.write(f"\r[monarch] {state.text}\x1b[K")
+            self.stream.write(f"\r[monarch] {_one_line(state.text)}\x1b[K")
         elif first:
-            self.stream.write(f"[monarch] {state.text}\n")
+            self.stream.write(f"[monarch] {_one_line(state.text)}\n")
         else:
             return
         self.stream.flush()
 
     def finish(self, state: ProgressState) -> None:
-        if self._tty:
-            self.stream.write(f"\r[monarch] {state.text}\x1b[K\n")
-        else:
-            self.stream.write(f"[monarch] {state.text}\n")
+        text = _one_line(state.text)
+        self.stream.write(f"\r[monarch] {text}\x1b[K\n" if self._tty else f"[monarch] {text}\n")
         self.stream.flush()
+
+
+def _one_line(text: str) -> str:
+    """The first line of `text`, "..." when there is more: a failure report has many lines,
+    and the error itself reaches the user anyway."""
+    head, newline, _ = text.partition("\n")
+    return head + " ..." if newline else head
 
 
 class NullRenderer:
