@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from monarch._src.mesh import hooks
 from monarch._src.mesh.value_mesh import ValueMesh
@@ -86,35 +86,6 @@ class CallProgress:
         return ", ".join(parts) + f", {self.elapsed:.1f} s"
 
 
-class _Replies:
-    """The decoded replies of a call's port, by rank, each decoded once (any reader's thread).
-
-    A value is `(True, value)`, an error reply `(False, exception)`.
-    """
-
-    __slots__ = ("port", "decode_one", "lock", "decoded")
-
-    def __init__(self, port: GatherPort, decode_one: Callable[[Any], Any]) -> None:
-        self.port = port
-        self.decode_one = decode_one
-        self.lock = threading.Lock()
-        self.decoded: dict[int, tuple[bool, Any]] = {}
-
-    def at(self, rank: int) -> tuple[bool, Any]:
-        """Rank `rank`'s decoded reply; it must have arrived."""
-        with self.lock:
-            known = self.decoded.get(rank)
-            if known is None:
-                reply = self.port.replies[rank]
-                assert reply is not None, f"rank {rank} has not answered"
-                try:
-                    known = (True, self.decode_one(reply))
-                except Exception as exc:  # the rank's error is its outcome
-                    known = (False, exc)
-                self.decoded[rank] = known
-            return known
-
-
 class MeshFuture(Future[ValueMesh[R]]):
     """The Future of `endpoint.call()`: a Future of the ValueMesh, plus the replies so far.
 
@@ -123,10 +94,13 @@ class MeshFuture(Future[ValueMesh[R]]):
     `type(fut).__name__` sees what it saw before; its repr is a Future's.
     """
 
-    __slots__ = ("_replies", "_extent", "_what", "_arrival")
-    _replies: _Replies
-    _extent: Extent
-    _what: str
+    __slots__ = ("_port", "_shape", "_decode_one", "_what", "_decoded", "_arrival")
+    _port: GatherPort
+    _shape: Shape  # of the gathered ValueMesh (local ranks)
+    _decode_one: Callable[[Any], Any]
+    _what: Callable[[], str]
+    # rank -> (True, value) or (False, the exception its reply carried), once decoded
+    _decoded: dict[int, tuple[bool, Any]]
     _arrival: threading.Condition | None  # notified on each reply once someone iterates
 
     @classmethod
@@ -138,47 +112,52 @@ class MeshFuture(Future[ValueMesh[R]]):
         answered: Callable[[], None],
         map_error: Callable[[BaseException], BaseException],
         cancel: Callable[[], str] | None,
-        what: str,
+        what: Callable[[], str],
     ) -> MeshFuture[R]:
         """The future of a call whose replies `port` gathers, shaped as `shape` (local ranks).
 
         `decode_one(reply)` decodes one raw reply (raising the error it carries);
         `answered()` runs once when the ValueMesh is made (the traffic counters); `map_error`
-        and `cancel` are `Future.from_concurrent`'s; `what` names the endpoint ("mesh.ep").
+        and `cancel` are `Future.from_concurrent`'s; `what()` names the endpoint ("mesh.ep").
+        Building one costs little: `call()` makes one per call.
         """
-        replies = _Replies(port, decode_one)
+        decoded: dict[int, tuple[bool, Any]] = {}
 
-        def gather(_raw: Any) -> ValueMesh[R]:
+        def gather(raw: list[Any]) -> ValueMesh[R]:
             answered()
-            outcomes = [replies.at(rank) for rank in range(len(port.replies))]
-            for ok, value in outcomes:  # the first failing rank's error, as in rank order
-                if not ok:
+            values = []
+            for rank, reply in enumerate(raw):
+                ok, value = decoded.get(rank) or _decode(decoded, rank, decode_one, reply)
+                if not ok:  # the first failing rank's error, in rank order
                     raise value
-            return ValueMesh(shape, [value for _, value in outcomes])
+                values.append(value)
+            return ValueMesh(shape, values)
 
-        fut = cls.from_concurrent(port.cf, gather, map_error, cancel)
-        assert isinstance(fut, MeshFuture)
-        fut._replies = replies
-        fut._extent = shape.extent
+        fut = cast(MeshFuture[R], cls.from_concurrent(port.cf, gather, map_error, cancel))
+        fut._port = port
+        fut._shape = shape
+        fut._decode_one = decode_one
         fut._what = what
+        fut._decoded = decoded
         fut._arrival = None
         return fut
 
     @property
     def extent(self) -> Extent:
         """The extent of the ValueMesh this future gathers (the called mesh's)."""
-        return self._extent
+        return self._shape.extent
 
     def partial(self) -> dict[Point, Any]:
         """The replies received so far, `{point: value}` in arrival order; a failed rank's
         value is its exception. Never blocks (decoding aside)."""
-        return {Point(rank, self._extent): self._value_of(rank)
-                for rank in list(self._replies.port.order)}
+        extent = self.extent
+        return {Point(rank, extent): self._value_of(rank) for rank in list(self._port.order)}
 
     def __iter__(self) -> Iterator[tuple[Point, Any]]:
         """`(point, value)` per reply in arrival order, waiting for each; ends when every rank
         answered, raises the future's error if it ended short (see the module docstring)."""
-        port = self._replies.port
+        port = self._port
+        extent = self.extent
         arrival = self._watch()
         seen = 0
         while True:
@@ -188,12 +167,12 @@ class MeshFuture(Future[ValueMesh[R]]):
                         arrival.wait()
                     except KeyboardInterrupt:
                         if self.cancel():
-                            raise Interrupted(f"cancelled the call to {self._what}") from None
+                            raise Interrupted(f"cancelled the call to {self._what()}") from None
                         raise
             if seen < len(port.order):
                 rank = port.order[seen]
                 seen += 1
-                yield Point(rank, self._extent), self._value_of(rank)
+                yield Point(rank, extent), self._value_of(rank)
             elif seen == len(port.replies):
                 return
             else:  # done, and no more replies will come
@@ -202,9 +181,9 @@ class MeshFuture(Future[ValueMesh[R]]):
 
     def progress(self) -> CallProgress:
         """Each rank's state, elapsed time and error text now (see `RankProgress`)."""
-        port = self._replies.port
+        port = self._port
+        extent = self.extent
         now = time.monotonic()
-        ended = port.ended
         finished = self.done()
         answered = set(port.order)
         unanswered_state, unanswered_error = PENDING, ""
@@ -217,10 +196,10 @@ class MeshFuture(Future[ValueMesh[R]]):
                     self.outcome()
                 except BaseException as exc:
                     unanswered_error = _error_text(exc)
-        end = ended or now
+        end = port.ended or now
         ranks = []
         for rank in range(len(port.replies)):
-            point = Point(rank, self._extent)
+            point = Point(rank, extent)
             if rank in answered:
                 reply = port.replies[rank]
                 assert reply is not None
@@ -233,14 +212,20 @@ class MeshFuture(Future[ValueMesh[R]]):
             else:
                 ranks.append(RankProgress(rank, point, unanswered_state, end - port.posted,
                                           unanswered_error))
-        return CallProgress(self._what, tuple(ranks), end - port.posted, finished)
+        return CallProgress(self._what(), tuple(ranks), end - port.posted, finished)
 
     def _value_of(self, rank: int) -> Any:
-        return self._replies.at(rank)[1]
+        """Rank `rank`'s value or error, decoded once; it must have answered."""
+        known = self._decoded.get(rank)
+        if known is None:
+            reply = self._port.replies[rank]
+            assert reply is not None, f"rank {rank} has not answered"
+            known = _decode(self._decoded, rank, self._decode_one, reply)
+        return known[1]
 
     def _watch(self) -> threading.Condition:
         """The condition notified on each reply (and when the port fails), made on first use."""
-        with self._replies.lock:
+        with _WATCH_LOCK:
             if self._arrival is None:
                 arrival = threading.Condition()
 
@@ -249,7 +234,7 @@ class MeshFuture(Future[ValueMesh[R]]):
                         arrival.notify_all()
 
                 self._arrival = arrival
-                self._replies.port.on_reply = notify
+                self._port.on_reply = notify
                 # A cancel fails the port later, on the loop; waiters wake at once.
                 self.add_done_callback(lambda _: notify())
             return self._arrival
@@ -259,6 +244,20 @@ class MeshFuture(Future[ValueMesh[R]]):
         plain repr shows."""
         view = hooks.future_view.get()
         return None if view is None else view(self)
+
+
+_WATCH_LOCK = threading.Lock()  # makes each future's arrival condition once
+
+
+def _decode(decoded: dict[int, tuple[bool, Any]], rank: int, decode_one: Callable[[Any], Any],
+            reply: Any) -> tuple[bool, Any]:
+    """Decode `reply` into `decoded[rank]` unless another thread got there first; the one
+    stored is returned, so every reader sees the same objects."""
+    try:
+        fresh: tuple[bool, Any] = (True, decode_one(reply))
+    except Exception as exc:  # the rank's error is its outcome
+        fresh = (False, exc)
+    return decoded.setdefault(rank, fresh)
 
 
 def _error_text(exc: BaseException) -> str:

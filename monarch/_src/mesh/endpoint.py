@@ -219,7 +219,7 @@ class Endpoint(Generic[P, R]):
             assert error is not None
             entry.fail(error)
             return MeshFuture.of_call(entry, shape, self._decode_one, lambda: None,
-                                      self._supervision, None, self._label())
+                                      self._supervision, None, self._label)
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
         self._post(payload, reply)
 
@@ -230,7 +230,7 @@ class Endpoint(Generic[P, R]):
                 traffic.count_answered(mesh._key, rank)
 
         return MeshFuture.of_call(entry, shape, self._decode_one, answered, self._supervision,
-                                  self._canceller(reply, None), self._label())
+                                  self._canceller(reply, None), self._label)
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""

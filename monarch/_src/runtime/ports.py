@@ -104,6 +104,9 @@ class GatherPort(PortEntry):
     fails: it must be quick and must not block (it notifies waiting readers).
     """
 
+    ended = 0.0
+    on_reply: Callable[[], None] | None = None
+
     def __init__(self, n: int) -> None:
         self.cf: concurrent.futures.Future[list[Reply]] = concurrent.futures.Future()
         self.replies: list[Reply | None] = [None] * n  # by rank; None until that rank answers
@@ -111,8 +114,6 @@ class GatherPort(PortEntry):
         self.posted = time.monotonic()
         self.arrived: list[float] = [0.0] * n
         self.order: list[int] = []
-        self.ended = 0.0
-        self.on_reply: Callable[[], None] | None = None
         if n == 0:
             self.closed = True
             self.ended = self.posted
