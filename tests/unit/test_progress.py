@@ -284,3 +284,40 @@ def test_terminal_renderer_keeps_a_multi_line_error_to_its_first_line() -> None:
     p.close(RuntimeError("The actor <root>.setup failed:\n  Traceback ...\n  boom"))
     assert out.getvalue() == ("[monarch] procs up: 0/2\n"
                               "[monarch] procs up: 0/2 failed: The actor <root>.setup failed: ...\n")
+
+
+def test_a_failing_renderer_is_dropped_and_never_fails_the_work(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise OSError("the terminal is gone")
+
+    with Progress("RDMA read", 4, renderer=TerminalRenderer(Gone())) as p:
+        p.advance(2)
+        p.advance(2)
+    assert not p.active and p.done == 4
+    closed = io.StringIO()
+    closed.close()  # even isatty() raises on it
+    previous = set_renderer_factory(lambda: TerminalRenderer(closed))
+    try:
+        with configured(progress="always"):
+            Progress("sync", 1).close()
+    finally:
+        set_renderer_factory(previous)
+
+    def broken() -> Any:
+        raise RuntimeError("no renderer here")
+
+    previous = set_renderer_factory(broken)
+    try:
+        with configured(progress="always"):
+            assert not Progress("spawn", 1).active
+    finally:
+        set_renderer_factory(previous)
+    expected = ["Progress 'RDMA read' stopped showing: its renderer failed.",
+                "Progress 'sync' stopped showing: its renderer failed.",
+                "Progress 'spawn' is not shown: its renderer could not be made."]
+    # (once a runtime runs in this process, log lines are prefixed with the actor)
+    logged = [r.getMessage() for r in caplog.records]
+    assert len(logged) == 3 and all(m.endswith(e) for m, e in zip(logged, expected)), logged

@@ -29,6 +29,7 @@ sync), so a small call or transfer creates nothing.
 
 from __future__ import annotations
 
+import logging
 import sys
 import threading
 import time
@@ -52,6 +53,8 @@ __all__ = [
     "format_bytes",
     "set_renderer_factory",
 ]
+
+logger = logging.getLogger(__name__)
 
 SHOW_AFTER = 0.5  # seconds: under "auto", work that is done sooner shows nothing
 LARGE_TRANSFER = 64 << 20  # bytes: RDMA transfers this large (in total) report progress
@@ -131,7 +134,10 @@ class TerminalRenderer:
 
     def __init__(self, stream: TextIO | None = None, *, watched: bool | None = None) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        self._tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        try:
+            self._tty = bool(self.stream.isatty())
+        except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+            self._tty = False
         self._watched = self._tty if watched is None else watched
         self._started = False
 
@@ -213,8 +219,10 @@ class Progress:
     block closes it, with the exception if one escapes. Updates after the close are ignored.
 
     Without `renderer` the config key `progress` decides whether and when the report shows (see
-    the module); `delay` overrides `SHOW_AFTER` under "auto". With `renderer` the report is
-    shown after `delay` (default: at once) whatever the key says.
+    the module); `delay` overrides the key's delay (`SHOW_AFTER` under "auto", none under
+    "always"). With `renderer` the report is shown after `delay` (default: at once) whatever
+    the key says. A renderer that raises is dropped (the report goes inert, with one logged
+    warning): a progress display never fails the work it reports on.
     """
 
     def __init__(
@@ -241,7 +249,12 @@ class Progress:
             mode = _mode()
             if mode == "off" or (mode == "auto" and _in_a_proc()):
                 return
-            candidate = _factory()
+            try:
+                candidate = _factory()
+            except Exception:
+                logger.warning("Progress %r is not shown: its renderer could not be made.",
+                               title, exc_info=True)
+                return
             if mode == "auto" and not candidate.watched:
                 return
             self._renderer = candidate
@@ -257,7 +270,7 @@ class Progress:
 
     @property
     def active(self) -> bool:
-        """Whether this report can show anything (False: inert, every call is a no-op)."""
+        """Whether this report can show anything (False: inert, it shows nothing)."""
         return self._renderer is not None
 
     @property
@@ -288,8 +301,8 @@ class Progress:
         if state == self._state:
             return
         self._state = state
-        if self._shown and self._renderer is not None:
-            self._renderer.show(state)
+        if self._shown:
+            self._render(state)
 
     def close(self, error: BaseException | str | None = None, detail: str = "done") -> None:
         """End the report: done (the renderer's last line says `detail` and how long it took),
@@ -314,7 +327,7 @@ class Progress:
                 final = replace(state, done=state.total,
                                 detail=f"{detail} {took}" if detail else took, final=True)
             self._state = final
-            self._renderer.finish(final)
+            self._render(final)
 
     def _reveal(self) -> None:
         """Show the report (after the delay): the renderer gets the current state."""
@@ -322,7 +335,20 @@ class Progress:
             if self._closed or self._shown or self._renderer is None:
                 return
             self._shown = True
-            self._renderer.show(self._state)
+            self._render(self._state)
+
+    def _render(self, state: ProgressState) -> None:
+        """Hand `state` to the renderer (the caller holds the lock); a failing renderer is
+        dropped, never raised into the work."""
+        renderer = self._renderer
+        if renderer is None:
+            return
+        try:
+            (renderer.finish if state.final else renderer.show)(state)
+        except Exception:
+            self._renderer = None
+            logger.warning("Progress %r stopped showing: its renderer failed.", state.title,
+                           exc_info=True)
 
     def __enter__(self) -> Progress:
         return self
