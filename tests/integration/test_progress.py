@@ -163,3 +163,34 @@ def test_job_bring_up_reports_the_worker_hosts_starting(
     assert lines[1:4] == [f"[monarch] starting worker hosts: {n}/2\x1b[K" for n in (0, 1, 2)]
     assert lines[4].startswith("[monarch] starting worker hosts: 2/2 worker hosts up (logs in ")
     assert lines[4].endswith("s\x1b[K\n")
+
+
+def _refuse_at(path: str) -> Any:
+    """A bootstrap that raises once `path` exists (runs in each proc)."""
+    wait = _gate(path)
+
+    def refuse() -> None:
+        wait()
+        raise RuntimeError("bootstrap refused on purpose")
+
+    return refuse
+
+
+def test_procs_failing_to_come_up_end_the_report_with_the_error_before_the_waiter_sees_it(
+    terminal: tuple[Terminal, list[int]], fault_recorder: Any, tmp_path: Path
+) -> None:
+    out, _ = terminal
+    gate = tmp_path / "go"
+    with configured(progress="always"):
+        procs = this_host().spawn_procs(per_host={"gpus": 2},
+                                        bootstrap=_refuse_at(str(gate)))
+        try:
+            ready = procs.initialized  # shown at once under "always"
+            gate.touch()
+            with pytest.raises(Exception, match="bootstrap refused on purpose"):
+                ready.get(timeout=T)
+            text = out.getvalue()  # complete when the waiter woke: nothing is written later
+            assert text.startswith("\r[monarch] procs up: 0/2\x1b[K")
+            assert "procs up: 0/2 failed: " in text and text.endswith(" ...\x1b[K\n")
+        finally:
+            procs.stop().get(timeout=T)

@@ -111,8 +111,10 @@ class ProcTable:
             self._missing -= 1
             done = self._missing == 0
             up, progress = len(self.keys) - self._missing, self._progress
-        if progress is not None:
+        if progress is not None and not done:
             progress.update(up)
+        elif progress is not None:  # its last line before anyone waiting on `ready` goes on
+            progress.close(detail="ready")
         if done and not self.ready.done():
             self.ready.set_result(None)
 
@@ -127,6 +129,8 @@ class ProcTable:
                 return
             progress = self._progress = Progress("procs up", len(self.keys))
             progress.update(len(self.keys) - self._missing)
+        # Closed by `resolve` / `fail` before they complete `ready`; this covers one that
+        # completed it between the check above and now (closing twice does nothing).
         self.ready.add_done_callback(lambda f: progress.close(f.exception(), detail="ready"))
 
     def begin_stop(self, reason: str) -> None:
@@ -159,7 +163,10 @@ class ProcTable:
     def fail(self, rank: int, report: str) -> None:
         self.failed[rank] = report
         if not self.ready.done():
-            self.ready.set_exception(self.error(rank, report))
+            error = self.error(rank, report)
+            if self._progress is not None:
+                self._progress.close(error)
+            self.ready.set_exception(error)
 
     def error(self, rank: int, report: str, endpoint: str | None = None) -> Exception:
         """The error a call reaching failed rank `rank` gets (a death during setup names the
