@@ -63,7 +63,13 @@ from monarch._src.runtime.envelope import (
     decode,
     encode,
 )
-from monarch._src.runtime.future import Future, check_timeout, loop_running_here
+from monarch._src.runtime.future import (
+    Future,
+    Interrupted,
+    check_timeout,
+    loop_running_here,
+    quiet_blocking_on,
+)
 from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.ports import GatherPort, OncePort, PortEntry, StreamPort, decode_reply
 from monarch._src.runtime.progress import (
@@ -98,6 +104,7 @@ __all__ = [
     "Control",
     "EndpointTarget",
     "Future",
+    "Interrupted",
     "GatherPort",
     "Health",
     "HostAgent",
@@ -131,6 +138,7 @@ __all__ = [
     "get_runtime",
     "hooks",
     "loop_running_here",
+    "quiet_blocking_on",
     "mesh_id",
     "on_start",
     "plan",

@@ -112,6 +112,12 @@ def install(ipython: Any = None) -> None:
         nest_asyncio.apply()
     except ImportError:  # asyncio.run in cells needs the notebook extra; await works regardless
         pass
+    from monarch.notebook.progress import install as install_progress
+
+    install_progress()  # progress reports as a bar in the running cell
+    from monarch.notebook.interrupt import install as install_interrupt
+
+    install_interrupt(ipython)  # an interrupted wait shows one line
     if getattr(ipython, "kernel", None) is not None:  # a frontend that can draw widgets
         from monarch._src.lowlevel import hooks
 

@@ -20,8 +20,9 @@
   identical traceback, each group's remote traceback shown once.
 
 Interrupting the kernel while a cell waits propagates the `KeyboardInterrupt` and cancels the
-call: procs drop it if it has not started; a running cell is not interrupted (its frames are
-monarch's, see `HostedActor.cancel`) but stops at its next `monarch.actor.check_cancelled()`.
+call: procs drop it if it has not started; a running cell stops at its next
+`monarch.actor.check_cancelled()` (or `time.sleep`), else it is interrupted in its own code
+half a second later, as any cancelled sync endpoint (`HostedActor.cancel`).
 """
 
 from __future__ import annotations

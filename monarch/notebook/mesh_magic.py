@@ -33,6 +33,7 @@ from typing import Any, TextIO
 from monarch._src.lowlevel import encode
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import context
+from monarch._src.mesh.hosted import interruptible
 
 __all__ = ["CELL_FILENAME", "CellResult", "MeshMagic", "RankError", "namespace"]
 
@@ -190,6 +191,7 @@ def _picklable(value: Any) -> bool:
     return True
 
 
+@interruptible  # a cancelled cell is interrupted in its own code (nothing here holds a lock)
 def run_cell(source: str, filename: str, ns: dict[str, Any]) -> Any:
     """Run `source` in `ns` as IPython runs a cell; return the final expression's value (None
     when the cell does not end with an expression)."""
@@ -210,6 +212,7 @@ class MeshMagic(Actor):
     """Runs `%%mesh` cells on its proc (one actor per proc of each mesh a cell names)."""
 
     @endpoint
+    @interruptible  # its `finally` only hands back this thread's capture buffers
     def run(self, session: str, cell: int, source: str) -> CellResult:
         """Run `source` in `session`'s namespace of this proc; never raises for the cell's own
         errors (they come back in the result, with the captured output)."""

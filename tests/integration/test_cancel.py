@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import signal
+import select
 import subprocess
 import sys
 import textwrap
@@ -38,6 +38,13 @@ class Worker(Actor):
         time.sleep(s)
         self.log.append("sleep finished")
         return "slept"
+
+    @endpoint
+    def block(self, started: Port[str], s: float) -> str:
+        started.send("block")
+        select.select([], [], [], s)  # a C call that is not time.sleep
+        self.log.append("block finished")
+        return "blocked"
 
     @endpoint
     def spin(self, started: Port[str], s: float) -> int:
@@ -169,12 +176,19 @@ def test_sync_endpoint_in_python_code_is_interrupted(procs: Any) -> None:
     assert w.history.call().get(timeout=10).values() == [["spin unwound"]] * 2
 
 
-def test_sync_endpoint_in_a_c_call_is_interrupted_when_it_returns(procs: Any) -> None:
+def test_time_sleep_in_a_sync_endpoint_is_a_cancellation_point(procs: Any) -> None:
     w = procs.spawn("sleeper", Worker)
-    fut = _start(w.sleep, s=1.5)
+    fut = _start(w.sleep)
+    _cancelled_within(fut, w, 2.0)
+    assert w.history.call().get(timeout=10).values() == [[], []]
+
+
+def test_sync_endpoint_in_a_c_call_is_interrupted_when_it_returns(procs: Any) -> None:
+    w = procs.spawn("blocked", Worker)
+    fut = _start(w.block, s=1.5)
     assert fut.cancel()
     assert w.ping.call().get(timeout=30).values() == ["pong", "pong"]
-    # `time.sleep` returned, then the interruption unwound the endpoint before its next line.
+    # `select` returned, then the interruption unwound the endpoint before its next line.
     assert w.history.call().get(timeout=10).values() == [[], []]
 
 
@@ -200,14 +214,17 @@ def test_a_cancelled_awaiting_task_cancels_the_call(procs: Any) -> None:
 
     async def main() -> None:
         port, receiver = Channel.open()
-        task = asyncio.ensure_future(_await(a.sleep.call(port, LONG)))
-        for _ in range(2):
+        entered = asyncio.Event()
+        task = asyncio.ensure_future(_await(a.sleep.call(port, LONG), entered))
+        await entered.wait()  # the task is awaiting the call (a task cancelled before it
+        for _ in range(2):    # started never awaited anything, so there is nothing to cancel)
             await receiver.recv()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    async def _await(fut: Any) -> Any:
+    async def _await(fut: Any, entered: asyncio.Event) -> Any:
+        entered.set()
         return await fut
 
     asyncio.run(main())

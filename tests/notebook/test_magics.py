@@ -197,11 +197,13 @@ def test_sessions_have_their_own_namespaces_and_old_cells_keep_their_lines(
     assert "return [1][n]" in later.traceback_text
 
 
-def test_a_cancelled_cell_that_checks_for_it_frees_the_proc_for_the_next(
-    procs4: Any, tmp_path: Path
+@pytest.mark.parametrize("body", ["check_cancelled()", "pass"])
+def test_a_cancelled_cell_frees_the_proc_for_the_next(
+    procs4: Any, tmp_path: Path, body: str
 ) -> None:
     """What an interrupt does to a running `%%mesh` cell: the call is cancelled, a cell polling
-    `check_cancelled()` stops there, and the next cell on those procs runs at once."""
+    `check_cancelled()` stops there, one that does not is interrupted in its own code half a
+    second later, and the next cell on those procs runs."""
     from monarch.notebook.mesh_magic import MeshMagic
 
     actors = procs4.slice(gpus=0).spawn("_mesh_magic", MeshMagic)
@@ -212,7 +214,7 @@ def test_a_cancelled_cell_that_checks_for_it_frees_the_proc_for_the_next(
         with open({str(fifo)!r}, "w") as started:
             started.write("x")
         while True:
-            check_cancelled()
+            {body}
     """))
     with open(fifo) as started:  # blocks until the cell runs
         assert started.read() == "x"

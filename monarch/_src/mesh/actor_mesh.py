@@ -11,11 +11,11 @@ import concurrent.futures
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh.actor import EndpointProperty, endpoints_of
+from monarch._src.mesh.actor import EndpointProperty, endpoints_of, validate_actor_class
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
-from monarch._src.runtime.envelope import CONTROL, Control
+from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
@@ -25,6 +25,7 @@ from monarch._src.mesh.context import instance_of
 from monarch._src.mesh.ownership import after, tree
 from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.supervision.errors import SupervisionError, failure_report
+from monarch._src.transport.serialization import by_value
 
 if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh
@@ -32,6 +33,28 @@ if TYPE_CHECKING:
 __all__ = ["ActorMesh", "RESERVED_NAMES"]
 
 T = TypeVar("T")
+
+
+class _UpgradeAttribute:
+    """`mesh.upgrade`: the mesh's own `upgrade` method, unless its actors have an endpoint
+    named `upgrade` (as Monarch code may), which it then is.
+
+    `mesh.upgrade(NewClass)` swaps the code of the running actors for `NewClass`'s without
+    restarting their procs (a class redefined in a notebook cell): each actor keeps its
+    `__dict__`, becomes an instance of `NewClass` and, if `NewClass` defines
+    `__upgrade__(self, old_state)`, runs it with a copy of its old `__dict__`. The upgrade is
+    queued behind the calls sent before it, which finish on the old code; later calls run the
+    new code. A class from an imported module travels by value (its edited code, not what the
+    procs imported). If `__upgrade__` raises, that actor keeps its old class and state and the
+    returned future raises. Returns a `Future[None]`, done once every actor is upgraded.
+    """
+
+    def __get__(self, mesh: ActorMesh[Any] | None, owner: type) -> Any:
+        if mesh is None:
+            return self
+        if "upgrade" in mesh._endpoints:
+            return mesh.__getattr__("upgrade")
+        return mesh._upgrade
 
 
 class ActorMesh(MeshTrait, Generic[T]):
@@ -247,6 +270,52 @@ class ActorMesh(MeshTrait, Generic[T]):
 
         return Future.from_concurrent(outcome, check)
 
+    def _upgrade(self, new_class: type) -> Future[None]:
+        """Swap the code of the running actors of this view for `new_class`'s, keeping their
+        state (see `upgrade`)."""
+        if not isinstance(new_class, type):
+            raise TypeError(
+                f"upgrade({new_class!r}) of actor mesh {self._name}: expected the new actor "
+                "class, e.g. mesh.upgrade(MyActor) after redefining MyActor")
+        validate_actor_class(new_class, RESERVED_NAMES)
+        self._check_usable("upgrade")
+        with by_value(new_class.__module__):
+            payload = encode(new_class)
+        cast = self._cast_plan()
+        targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
+        entry = CountPort(len(targets))
+        mailbox = get_runtime().mailbox
+        reply = mailbox.open_port(entry, tuple(set(targets)))
+        for proc in targets:
+            mailbox.post(proc, Control(CONTROL, "upgrade_actor", (self._key, payload), reply))
+        # From now on this object's endpoints are the new class's; back to the old ones if an
+        # actor refused the upgrade (it kept its old class).
+        old_class = self._class
+        self._set_class(new_class)
+
+        def refused(error: BaseException) -> BaseException:
+            if self._class is new_class:
+                self._set_class(old_class)
+            return error
+
+        def on_done(done: concurrent.futures.Future[Any]) -> None:
+            error = done.exception()
+            if error is not None:
+                refused(error)
+
+        # On the loop when it fails, and again in the reader's thread before it raises (the
+        # reader may wake before the loop's callbacks ran).
+        entry.cf.add_done_callback(on_done)
+        return Future.from_concurrent(entry.cf, None, refused)
+
+    def _set_class(self, actor_class: type) -> None:
+        self._class = actor_class
+        self._endpoints = endpoints_of(actor_class)
+        self._cache = {}
+        self._plan = None
+
+    upgrade = _UpgradeAttribute()
+
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every actor gracefully: queued messages first, then `__cleanup__`."""
         if not self._owned:
@@ -316,6 +385,6 @@ def _rebuild_actor_mesh(
 
 
 RESERVED_NAMES = frozenset(
-    n for n in dir(ActorMesh) if not n.startswith("__")
+    n for n in dir(ActorMesh) if not n.startswith("__") and n != "upgrade"
 ) | {"initialized", "stop", "slice", "flatten", "split", "rename", "size", "sizes", "extent"}
 

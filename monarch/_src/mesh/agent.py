@@ -61,6 +61,16 @@ def install_agent(rt: Runtime) -> None:
         elif reply is not None:
             mailbox.reply(reply, None, 0)
 
+    def upgrade_actor(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        key, payload = args
+        actor = mailbox.actors.get(key)
+        if isinstance(actor, HostedActor):
+            actor.thread.enqueue(inbox.Upgrade(inbox.UPGRADE, payload, reply))
+        else:
+            error = getattr(actor, "error", None) or SupervisionError(
+                f"actor {key} does not exist on this proc ({mailbox.address})")
+            mailbox.reply_error(reply, error)
+
     def supervise(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         owner_key, mesh_name, mesh_key, rank, report = args
         if mesh_key is not None and tree.knows(mesh_key):
@@ -113,6 +123,7 @@ def install_agent(rt: Runtime) -> None:
     mailbox.on_undeliverable = undeliverable
     mailbox.control.update(
         cancel=cancel,
+        upgrade_actor=upgrade_actor,
         ping=ping,
         spawn=spawn,
         actor_ready=actor_ready,

@@ -10,7 +10,8 @@ later call with a `SupervisionError` at once.
 A call its caller cancelled (`Future.cancel`, or an interrupt while the caller waited) is dropped
 if it is still queued; if it is running, an async endpoint gets `asyncio.CancelledError` at its
 next `await` (a `@concurrent_endpoint` body too: its task is cancelled), and a sync endpoint
-sees `context().cancelled` (`check_cancelled()` raises `asyncio.CancelledError`). A sync endpoint
+sees `context().cancelled` (`check_cancelled()` raises `asyncio.CancelledError`); in monarch's
+procs `time.sleep` is a cancellation point too (`make_sleep_cancellable`). A sync endpoint
 that is still running `_CANCEL_GRACE` seconds later is interrupted: `asyncio.CancelledError` is
 raised in its thread at the next bytecode boundary, but only while every frame between the
 endpoint and the innermost one is the user's or a third-party library's code, never monarch's
@@ -32,14 +33,21 @@ import sys
 import sysconfig
 import textwrap
 import threading
+import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Callable
+from typing import Any, Callable, SupportsIndex, TypeVar
 
 from monarch._src.config import duration_seconds
 from monarch._src.mesh import inbox, telemetry
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
-from monarch._src.mesh.context import CreatorInfo, Instance, set_message_rank, set_thread_instance
+from monarch._src.mesh.context import (
+    CreatorInfo,
+    Instance,
+    current_hosted,
+    set_message_rank,
+    set_thread_instance,
+)
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
 from monarch._src.runtime.actor_thread import STOP, ActorThread
@@ -55,7 +63,7 @@ from monarch._src.supervision.errors import (
     failure_report,
 )
 
-__all__ = ["HostedActor", "SpawnInfo"]
+__all__ = ["HostedActor", "SpawnInfo", "interruptible", "make_sleep_cancellable"]
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +179,7 @@ class HostedActor:
         self._concurrent: dict[Any, asyncio.Task[Any]] = {}  # reply port -> concurrent body
         self._interrupt_lock = threading.Lock()  # orders an interruption with the call's end
         self._interrupted: Call | None = None  # the sync call interrupted (at most once)
+        self.cancel_event = threading.Event()  # set while the running sync call is cancelled
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -209,6 +218,9 @@ class HostedActor:
             return  # it ended already
         self._cancelled.add(reply)
         if self._running_sync:
+            with self._interrupt_lock:
+                if self._running is running:
+                    self.cancel_event.set()  # wakes a `time.sleep` of the endpoint
             self.mailbox.loop.call_later(_CANCEL_GRACE, self._interrupt_sync, running)
         else:
             self.thread.loop.call_soon_threadsafe(self._cancel_awaited, running)
@@ -274,6 +286,8 @@ class HostedActor:
                 self.mailbox.reply(msg.reply, None, self.info.rank)
             elif isinstance(msg, inbox.Ready):
                 self.mailbox.reply_error(msg.reply, tomb.error, msg.rank)
+            elif isinstance(msg, inbox.Upgrade):
+                self.mailbox.reply_error(msg.reply, tomb.error, self.info.rank)
 
     # ---- actor thread side --------------------------------------------------------------
     def _handle(self, msg: inbox.InboxMessage) -> Any:
@@ -292,6 +306,8 @@ class HostedActor:
             return self._cleanup_after_failure(msg.report)
         if isinstance(msg, inbox.Undeliverable):
             return self._undeliverable(msg.message)
+        if isinstance(msg, inbox.Upgrade):
+            return self._upgrade(msg)
         if isinstance(msg, inbox.Ready):
             if self.failure is not None:
                 self.mailbox.reply_error(msg.reply, self.failure, msg.rank)
@@ -391,8 +407,11 @@ class HostedActor:
                 return None
             self._running = env
             return coro
-        self._running = env
-        self._running_sync = True
+        with self._interrupt_lock:
+            self._running = env
+            self._running_sync = True
+            if self.cancel_event.is_set():
+                self.cancel_event.clear()
         try:
             try:
                 result = _call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
@@ -594,6 +613,58 @@ class HostedActor:
         by_key = {getattr(m, "_key", None) or m._id: m for m in self.instance.owned_meshes}
         return [by_key[k] for k in tree.owner_failed(self.info.actor_key) if k in by_key]
 
+    def _upgrade(self, msg: inbox.Upgrade) -> Any:
+        """Become an instance of the new class, keeping `__dict__` (`ActorMesh.upgrade`)."""
+        rank = self.info.rank
+        if self.failure is not None or self.obj is None:
+            self.mailbox.reply_error(msg.reply, self.failure or SupervisionError(
+                f"{self._display} cannot be upgraded: it was never initialized"), rank)
+            return None
+        try:
+            new_class = decode(msg.payload)
+        except Exception as exc:
+            self.mailbox.reply_error(msg.reply, self._actor_error("upgrade", exc), rank)
+            return None
+        obj = self.obj
+        before = (type(obj), dict(obj.__dict__), self.endpoints)
+        try:
+            obj.__class__ = new_class
+        except TypeError as exc:  # a layout __class__ assignment refuses (slots, builtins)
+            self.mailbox.reply_error(msg.reply, self._actor_error("upgrade", exc), rank)
+            return None
+        self.endpoints = endpoints_of(new_class)
+        hook = getattr(obj, "__upgrade__", None)
+        if hook is None:
+            self.mailbox.reply(msg.reply, None, rank)
+            return None
+        if inspect.iscoroutinefunction(hook):
+            return self._upgrade_async(hook, before, msg.reply)
+        try:
+            _call_hiding_loop(self.thread.loop, hook, dict(before[1]))
+        except Exception as exc:
+            self._revert_upgrade(before, msg.reply, exc)
+            return None
+        self.mailbox.reply(msg.reply, None, rank)
+        return None
+
+    async def _upgrade_async(self, hook: Any, before: Any, reply: Any) -> None:
+        try:
+            await hook(dict(before[1]))
+        except Exception as exc:
+            self._revert_upgrade(before, reply, exc)
+            return
+        self.mailbox.reply(reply, None, self.info.rank)
+
+    def _revert_upgrade(self, before: Any, reply: Any, exc: Exception) -> None:
+        """`__upgrade__` raised: back to the old class, state and endpoints."""
+        old_class, old_state, old_endpoints = before
+        obj = self.obj
+        obj.__class__ = old_class
+        obj.__dict__.clear()
+        obj.__dict__.update(old_state)
+        self.endpoints = old_endpoints
+        self.mailbox.reply_error(reply, self._actor_error("__upgrade__", exc), self.info.rank)
+
     def _undeliverable(self, message: UndeliverableMessage) -> None:
         """A message this actor sent bounced: the actor may swallow it, else it fails."""
         if self.failure is not None or self.obj is None:
@@ -773,6 +844,20 @@ def failure_event_of(failure: Any) -> str:
     return event if isinstance(event, str) else failure_event(failure.report())
 
 
+# Monarch functions whose frames count as the user's code for `_in_user_code`.
+_INTERRUPTIBLE: set[Any] = set()
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def interruptible(fn: F) -> F:
+    """Mark a monarch function that runs the user's code (the `%%mesh` cell runner) as a place
+    where a cancelled sync endpoint may be interrupted, as in the user's own code; it must hold
+    no lock and leave nothing half-done when an exception comes out of any line."""
+    _INTERRUPTIBLE.add(fn.__code__)
+    return fn
+
+
 _MONARCH_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _STDLIB_DIR = sysconfig.get_paths()["stdlib"]
 _LIBRARY_DIRS = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
@@ -787,6 +872,9 @@ def _in_user_code(ident: int) -> bool:
         code = frame.f_code
         if code is _call_hiding_loop.__code__:
             return True  # reached the endpoint's caller
+        if code in _INTERRUPTIBLE:
+            frame = frame.f_back
+            continue
         name = code.co_filename
         if name.startswith(_MONARCH_DIR + os.sep) or name.startswith("<frozen"):
             return False
@@ -794,3 +882,25 @@ def _in_user_code(ident: int) -> bool:
             return False
         frame = frame.f_back
     return False
+
+
+_blocking_sleep = time.sleep
+
+
+def _sleep(seconds: float | SupportsIndex) -> None:
+    """`time.sleep` in a monarch proc: as the original, except in a sync endpoint whose call is
+    cancelled, where it returns at once by raising `asyncio.CancelledError`."""
+    host = current_hosted()
+    delay = float(seconds) if isinstance(seconds, (int, float)) else None
+    if host is None or not host._running_sync or delay is None or not delay > 0:
+        _blocking_sleep(seconds)  # as time.sleep does (other types, NaN, < 0, 0)
+        return
+    if host.cancel_event.wait(delay):
+        raise asyncio.CancelledError("the caller cancelled this call")
+
+
+def make_sleep_cancellable() -> None:
+    """Make `time.sleep` a cancellation point of sync endpoints in this process (run in every
+    proc by the proc wiring, not in the user's controller). Other threads, and code that took
+    `sleep` from `time` before, sleep as always."""
+    time.sleep = _sleep

@@ -22,6 +22,7 @@ __all__ = [
     "STOP",
     "SUPERVISE",
     "UNDELIVERABLE",
+    "UPGRADE",
     "Cleanup",
     "Init",
     "InboxMessage",
@@ -29,6 +30,7 @@ __all__ = [
     "Stop",
     "Supervise",
     "Undeliverable",
+    "Upgrade",
 ]
 
 INIT = "init"
@@ -37,6 +39,7 @@ SUPERVISE = "supervise"
 READY = "ready"
 UNDELIVERABLE = "undeliverable"
 CLEANUP = "cleanup"
+UPGRADE = "upgrade"
 
 
 class Init(NamedTuple):
@@ -82,4 +85,13 @@ class Cleanup(NamedTuple):
     report: str
 
 
-InboxMessage = Union[Call, Init, Stop, Supervise, Ready, Undeliverable, Cleanup]
+class Upgrade(NamedTuple):
+    """Swap the actor's class for the one encoded in `payload`, keeping its state
+    (`ActorMesh.upgrade`); answer `reply`."""
+
+    kind: str  # UPGRADE
+    payload: Any  # the encoded new class
+    reply: PortAddr
+
+
+InboxMessage = Union[Call, Init, Stop, Supervise, Ready, Undeliverable, Cleanup, Upgrade]

@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 from monarch._src.runtime.future import (
     GET_IN_LOOP_WARNING,
     Future,
+    blocking_warned_here,
     check_timeout,
     loop_running_here,
 )
@@ -122,7 +123,7 @@ class _BodyFuture(Future[Any]):
         body = self._body
         if body is None:
             return super().get(timeout)
-        if loop_running_here():
+        if blocking_warned_here():
             warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
         body = self._take()
         if body is None:  # another observer took it meanwhile

@@ -26,9 +26,18 @@ import logging
 import math
 import threading
 import warnings
+import weakref
 from typing import Any, Callable, Generator, Generic, TypeVar
 
-__all__ = ["GET_IN_LOOP_WARNING", "Future", "Interrupted", "check_timeout", "loop_running_here"]
+__all__ = [
+    "GET_IN_LOOP_WARNING",
+    "Future",
+    "Interrupted",
+    "blocking_warned_here",
+    "check_timeout",
+    "loop_running_here",
+    "quiet_blocking_on",
+]
 
 T = TypeVar("T")
 U = TypeVar("U")
@@ -214,7 +223,7 @@ class Future(Generic[T]):
         A `TimeoutError` after `timeout` seconds does not consume the future. Inside a running
         event loop this warns (it blocks the loop): use `await` there.
         """
-        in_loop = loop_running_here()
+        in_loop = blocking_warned_here()
         if in_loop:
             logger.warning(_GET_IN_LOOP_LOG)
         if self._complete:
@@ -276,7 +285,7 @@ class Future(Generic[T]):
         for callers whose very point is to block (`inspect()` in a notebook cell).
         """
         check_timeout(timeout)
-        if not quiet and loop_running_here():
+        if not quiet and blocking_warned_here():
             logger.warning(_GET_IN_LOOP_LOG)
             warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
         if self._cf.done():
@@ -398,3 +407,24 @@ def loop_running_here() -> bool:
     except RuntimeError:
         return False
     return True
+
+
+# Loops whose thread is expected to block while they run (see `quiet_blocking_on`).
+_QUIET_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+
+
+def quiet_blocking_on(loop: asyncio.AbstractEventLoop) -> None:
+    """Do not warn about blocking reads on `loop`'s thread while it runs: a Jupyter kernel runs
+    every cell's code on its event loop, and a cell that blocks blocks it anyway (the notebook
+    registers the kernel's loop)."""
+    _QUIET_LOOPS.add(loop)
+
+
+def blocking_warned_here() -> bool:
+    """Whether a blocking read here gets the in-loop warning: a loop runs on this thread and it
+    is not one registered with `quiet_blocking_on`."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return loop not in _QUIET_LOOPS

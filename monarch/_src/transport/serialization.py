@@ -33,11 +33,12 @@ has no read-only tensors. A `bytes` object is a copy of its buffer unless that b
 
 from __future__ import annotations
 
+import contextlib
 import copyreg
 import pickle
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from types import FunctionType
 from typing import Any, Final
 
@@ -146,6 +147,23 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
 _BY_NAME: set[object] = set()
 
 _local = threading.local()
+
+
+@contextlib.contextmanager
+def by_value(module_name: str) -> Iterator[None]:
+    """Within the block, objects of module `module_name` are pickled by value (their code
+    travels), as `__main__`'s always are: how a class edited and reloaded in the sender reaches
+    receivers that imported the old one. No effect for `__main__` or a module not imported."""
+    module = sys.modules.get(module_name)
+    if module is None or module_name == "__main__" or (
+            module_name in cloudpickle.list_registry_pickle_by_value()):
+        yield
+        return
+    cloudpickle.register_pickle_by_value(module)
+    try:
+        yield
+    finally:
+        cloudpickle.unregister_pickle_by_value(module)
 
 
 def dumps(obj: Any) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:

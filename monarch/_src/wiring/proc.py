@@ -7,6 +7,7 @@ calls it by that name (on whichever host the proc runs: the name travels in the 
 
 from __future__ import annotations
 
+from monarch._src.mesh.hosted import make_sleep_cancellable
 from monarch._src.wiring import controller
 
 __all__ = ["install"]
@@ -16,5 +17,7 @@ def install() -> None:
     """Install the proc-side agents (idempotent). A proc is also a controller of the meshes it
     spawns, and the controller wiring already installs the debug agent (`breakpoint()`,
     post-mortem, stack dumps) in the process it runs in, so this is the controller's
-    `install()`; it stays a name of its own because procs are told it by name (`proc_setup`)."""
+    `install()`, plus what only procs do: `time.sleep` becomes a cancellation point of sync
+    endpoints (`mesh.hosted.make_sleep_cancellable`)."""
     controller.install()
+    make_sleep_cancellable()
