@@ -2,7 +2,9 @@
 
 For each endpoint kind (a sync endpoint sleeping in `time.sleep`, an async one awaiting
 `asyncio.sleep`, a sync one spinning in pure Python), a cell calls it on a mesh of 2 procs for
-30 s and waits; the kernel is interrupted 2 s later (`KernelManager.interrupt_kernel`, SIGINT as
+30 s and waits with `.get()` (a cell waiting with top-level `await` is not measured: ipykernel
+7.4 itself holds an interrupted `await` cell, `await asyncio.sleep(30)` included, until what it
+awaits is done); the kernel is interrupted 2 s later (`KernelManager.interrupt_kernel`, SIGINT as
 Jupyter's stop button sends). Reported per kind, median of `--runs`:
 
 * `interrupt_to_idle_s`: from the interrupt to the kernel's `idle` status for that cell;
