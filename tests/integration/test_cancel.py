@@ -104,6 +104,19 @@ class AsyncWorker(Actor):
         return list(self.log)
 
 
+class Relay(Actor):
+    """Waits, in a sync endpoint, on a call to another mesh."""
+
+    @endpoint
+    def relay(self, started: Port[str], target: Any) -> str:
+        return target.slice(gpus=context().message_rank["gpus"]).sleep.call_one(
+            started, LONG).get()
+
+    @endpoint
+    def ping(self) -> str:
+        return "pong"
+
+
 @pytest.fixture(scope="module")
 def procs() -> Any:
     procs = this_host().spawn_procs(per_host={"gpus": 2})
@@ -190,6 +203,21 @@ def test_sync_endpoint_in_a_c_call_is_interrupted_when_it_returns(procs: Any) ->
     assert w.ping.call().get(timeout=30).values() == ["pong", "pong"]
     # `select` returned, then the interruption unwound the endpoint before its next line.
     assert w.history.call().get(timeout=10).values() == [[], []]
+
+
+def test_cancelling_a_sync_endpoint_cancels_the_call_it_waits_for(procs: Any) -> None:
+    relays = procs.spawn("relays", Relay)
+    sleepers = procs.spawn("sleepers", Worker)
+    port, receiver = Channel.open()
+    fut = relays.relay.call(port, sleepers)
+    for _ in range(2):  # both sleepers run the inner call
+        receiver.recv().get(timeout=30)
+    t0 = time.monotonic()
+    assert fut.cancel()
+    assert relays.ping.call().get(timeout=30).values() == ["pong", "pong"]
+    assert sleepers.ping.call().get(timeout=30).values() == ["pong", "pong"]
+    assert time.monotonic() - t0 < 2.0
+    assert sleepers.history.call().get(timeout=10).values() == [[], []]
 
 
 def test_call_one_and_stream_cancel(procs: Any) -> None:

@@ -25,6 +25,7 @@ stopped listening) and the actor goes on with the next message.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import ctypes
 import inspect
 import logging
@@ -50,6 +51,7 @@ from monarch._src.mesh.context import (
 )
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
+from monarch._src.runtime import future as _future
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, decode
 from monarch._src.runtime.mailbox import Mailbox
@@ -180,6 +182,7 @@ class HostedActor:
         self._interrupt_lock = threading.Lock()  # orders an interruption with the call's end
         self._interrupted: Call | None = None  # the sync call interrupted (at most once)
         self.cancel_event = threading.Event()  # set while the running sync call is cancelled
+        self.waiting_on: Any = None  # the Future the running sync endpoint blocks on
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -221,6 +224,9 @@ class HostedActor:
             with self._interrupt_lock:
                 if self._running is running:
                     self.cancel_event.set()  # wakes a `time.sleep` of the endpoint
+                    waiting = self.waiting_on
+                    if waiting is not None:
+                        waiting.cancel()  # and cancels the call it waits for
             self.mailbox.loop.call_later(_CANCEL_GRACE, self._interrupt_sync, running)
         else:
             self.thread.loop.call_soon_threadsafe(self._cancel_awaited, running)
@@ -263,10 +269,12 @@ class HostedActor:
                     ctypes.c_ulong(threading.get_ident()), None)
 
     def _was_cancelled(self, call_id: Any, exc: BaseException) -> bool:
-        """Whether `exc` ends a call its caller cancelled (then nothing is sent back)."""
+        """Whether `exc` ends a call its caller cancelled (then nothing is sent back): an
+        `asyncio.CancelledError`, or the `concurrent.futures.CancelledError` of a call it waited
+        for, which its cancellation cancelled."""
         if call_id in self._cancelled:
             self._cancelled.discard(call_id)
-            return isinstance(exc, asyncio.CancelledError)
+            return isinstance(exc, (asyncio.CancelledError, concurrent.futures.CancelledError))
         return False
 
     def _on_thread_exit(self) -> None:
@@ -418,7 +426,9 @@ class HostedActor:
             finally:
                 self._end_sync(env)
         except Exception as exc:
-            self._cancelled.discard(env.reply)
+            if self._was_cancelled(env.reply, exc):
+                self._settle(env.reply, cast[0])
+                return None
             self._outcome_error(method, exc, reply, cast[0], explicit)
             return None
         except BaseException as exc:
@@ -904,3 +914,17 @@ def make_sleep_cancellable() -> None:
     proc by the proc wiring, not in the user's controller). Other threads, and code that took
     `sleep` from `time` before, sleep as always."""
     time.sleep = _sleep
+
+
+def _note_wait(fut: Any) -> None:
+    """`future.on_wait`: remember what a sync endpoint blocks on, so that cancelling its call
+    cancels that too (a call to another actor, cancelled in turn there)."""
+    host = current_hosted()
+    if host is None or not host._running_sync:
+        return
+    host.waiting_on = fut
+    if fut is not None and host.cancel_event.is_set():
+        fut.cancel()  # cancelled before it began to wait
+
+
+_future.on_wait = _note_wait

@@ -257,6 +257,9 @@ class Future(Generic[T]):
     def _wait(self, timeout: float | None) -> None:
         """Wait until done (`TimeoutError` after `timeout`); an interrupt cancels this future
         and is raised again as `Interrupted`."""
+        hook = on_wait
+        if hook is not None:
+            hook(self)
         try:
             self._cf.exception(timeout)  # waits on the future's own condition
         except concurrent.futures.CancelledError:
@@ -266,6 +269,9 @@ class Future(Generic[T]):
             if what is None:
                 raise
             raise Interrupted(f"cancelled {what}") from None
+        finally:
+            if hook is not None:
+                hook(None)
 
     def _cancel_for_interrupt(self) -> str | None:
         """Cancel on an interrupt; what was cancelled, or None if nothing was."""
@@ -408,6 +414,10 @@ def loop_running_here() -> bool:
         return False
     return True
 
+
+# Called with each Future a thread is about to block on, and with None when the wait ends: the
+# mesh layer uses it to cancel what a cancelled sync endpoint waits for (`mesh.hosted`).
+on_wait: Callable[[Future[Any] | None], None] | None = None
 
 # Loops whose thread is expected to block while they run (see `quiet_blocking_on`).
 _QUIET_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
