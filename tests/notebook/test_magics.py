@@ -23,10 +23,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def ip() -> Any:
+    from IPython.core.interactiveshell import InteractiveShell
     from IPython.testing.globalipapp import start_ipython
 
     from monarch.notebook.magics import register
 
+    # A plain InteractiveShell made by another test (IPython's display helpers make one) would
+    # refuse the test shell's singleton: start from none.
+    if InteractiveShell.initialized() and type(InteractiveShell.instance()) is InteractiveShell:
+        InteractiveShell.clear_instance()
     shell = start_ipython()
     register(shell)
     return shell
