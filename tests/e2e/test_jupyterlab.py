@@ -1,11 +1,15 @@
-"""End to end: JupyterLab runs `tutorials/widgets.ipynb` in headless Chromium and draws the mesh.
+"""End to end: JupyterLab runs `tutorials/widgets.ipynb` and `tutorials/live_futures.ipynb` in
+headless Chromium and draws the mesh and a call's live future.
 
-The widget tests in `tests/notebook` check the traits a `MeshView` sets; only a browser shows that
-the frontend really renders them (the widget manager, the comm, the grid layout). This test starts
-a JupyterLab server whose `python3` kernel is this interpreter, opens the tutorial in Debian's
-Chromium through Playwright, runs every cell but the last, waits for the summary "2 running" and
-the two rank cells, then runs the last cell (which stops the procs) and waits for "2 stopped".
-A screenshot of each state goes to `tests/e2e/artifacts/`.
+The widget tests in `tests/notebook` check the traits a `MeshView` or `FutureView` sets; only a
+browser shows that the frontend really renders them (the widget manager, the comm, the grid
+layout). This test starts a JupyterLab server whose `python3` kernel is this interpreter, opens the
+widgets tutorial in Debian's Chromium through Playwright, runs every cell but the last, waits for
+the summary "2 running" and the two rank cells, then runs the last cell (which stops the procs)
+and waits for "2 stopped". Then, in the same server and browser, it runs the live futures tutorial
+and waits for the future shown as a cell's value to end at "3/4 done, 1 failed" with four rank
+cells, the failed one carrying its error as its hover text. A screenshot of each state goes to
+`tests/e2e/artifacts/`.
 
 It skips when `/usr/bin/chromium` or the `playwright` package is missing (`make test` installs
 both where apt is usable). Playwright's own browser download is not used: CI has no internet.
@@ -171,17 +175,24 @@ def lab(tmp_path: Path) -> Iterator[str]:
         _stop(server)
 
 
-def _run_command(page: Page, command: str, last_cell: bool) -> None:
-    """Run a JupyterLab command on the open notebook, with its first or its last cell active.
+def _run_command(page: Page, command: str, last_cell: bool, path: str | None = None) -> None:
+    """Run a JupyterLab command on the open notebook (the one at `path`, if given: a reload
+    restores the notebooks opened before, and the current one may be any of them), with its
+    first or its last cell active.
 
     Through the app object (`--LabApp.expose_app_in_browser`) rather than clicks and keys: focus
     in a headless browser decides where a key goes, and the menus are built from the same
     commands anyway.
     """
     page.evaluate(
-        """async ([command, last]) => {
+        """async ([command, last, path]) => {
             const app = window.jupyterapp;
-            const panel = app.shell.currentWidget;
+            const panel = path === null
+                ? app.shell.currentWidget
+                : Array.from(app.shell.widgets("main")).find((w) => w.context?.path === path);
+            if (!panel) {
+                throw new Error(`No open notebook at ${path}.`);
+            }
             // Commands run before the kernel has answered are silently dropped.
             await panel.sessionContext.ready;
             await panel.sessionContext.session.kernel.info;
@@ -195,13 +206,13 @@ def _run_command(page: Page, command: str, last_cell: bool) -> None:
             }
             return app.commands.execute(command);
         }""",
-        [command, last_cell],
+        [command, last_cell, path],
     )
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_widgets_tutorial_in_jupyterlab_renders_mesh_view(lab: str) -> None:
+def test_widget_tutorials_in_jupyterlab_render_mesh_view_and_live_future(lab: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -235,5 +246,35 @@ def test_widgets_tutorial_in_jupyterlab_renders_mesh_view(lab: str) -> None:
             expect(stopped).to_be_visible(timeout=UI_TIMEOUT_MS)
             expect(running).to_have_count(0)
             page.screenshot(path=str(ARTIFACTS / "widgets-stopped.png"), full_page=True)
+
+            _live_future_renders(page, lab)
         finally:
             browser.close()
+
+
+def _live_future_renders(page: Page, lab: str) -> None:
+    """Run the live futures tutorial; its first call's widget ends at "3/4 done, 1 failed"."""
+    from playwright.sync_api import expect
+
+    page.goto(f"{lab}/lab/tree/live_futures.ipynb")
+    notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+    # The reload restores widgets.ipynb too: wait until this notebook is the one shown.
+    title = notebook.get_by_role("heading", name="Live futures: watching a call over a mesh")
+    expect(title).to_be_visible(timeout=UI_TIMEOUT_MS)
+    _run_command(page, "notebook:run-all-cells", last_cell=True, path="live_futures.ipynb")
+    outputs = notebook.locator(".jp-OutputArea-output")
+    final = outputs.locator(
+        ".widget-html-content", has_text=re.compile(r"^3/4 done, 1 failed, \d+\.\d s$")
+    )
+    expect(final).to_be_visible(timeout=UI_TIMEOUT_MS)
+    first = outputs.locator(".widget-gridbox").first
+    rank_cells = first.locator(".widget-html-content > div")
+    expect(rank_cells).to_have_count(4)
+    assert rank_cells.all_inner_texts() == ["0", "1", "2", "3"]
+    expect(rank_cells.nth(3)).to_have_attribute("title", re.compile("rank 3 ran out of data"))
+    expect(rank_cells.nth(0)).to_have_attribute("title", re.compile(r"done in \d+\.\d\d s"))
+    # The cancelled call drawn by FutureView: rank 0 answered, the others were cancelled.
+    expect(outputs.locator(".widget-html-content", has_text=re.compile(r"^1/4 done, 3 cancelled"))
+           ).to_be_visible(timeout=UI_TIMEOUT_MS)
+    first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "live-future.png"), full_page=True)
