@@ -17,8 +17,9 @@ raised in its thread at the next bytecode boundary, but only while every frame b
 endpoint and the innermost one is the user's or a third-party library's code, never monarch's
 nor the standard library's (a lock of `threading`, `logging` or `queue` half taken, the import
 system or the runtime's own state could be left broken there); otherwise it is tried again every
-`_CANCEL_RETRY` seconds until the endpoint returns. Code blocked in a C call (`time.sleep`, a
-socket read) is interrupted when that call returns. A cancelled call sends no reply (its caller
+`_CANCEL_RETRY` seconds until the endpoint returns. Code blocked in a C call (a socket read,
+`select`) is interrupted when that call returns; one blocked on another call's Future has that
+call cancelled (`future.on_wait`). A cancelled call sends no reply (its caller
 stopped listening) and the actor goes on with the next message.
 """
 
