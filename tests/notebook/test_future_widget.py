@@ -252,25 +252,26 @@ import asyncio
 import monarch.actor
 from monarch.actor import Actor, concurrent_endpoint, current_rank, endpoint, this_host
 
-class Gated(Actor):
+class Gated(Actor):  # as the test module's Gated: work() answers once release() came
     def __init__(self):
         self.released = None
 
-    @concurrent_endpoint
-    async def work(self) -> int:
+    def event(self):
         if self.released is None:
             self.released = asyncio.Event()
-        await self.released.wait()
+        return self.released
+
+    @concurrent_endpoint
+    async def work(self) -> int:
+        await self.event().wait()
+        self.released = None
         if current_rank()["gpus"] == 1:
             raise ValueError("rank 1 refuses on purpose")
         return 0
 
     @endpoint
     async def release(self) -> None:
-        if self.released is None:
-            self.released = asyncio.Event()
-        self.released.set()
-        self.released = None
+        self.event().set()
 
 procs = this_host().spawn_procs(per_host={"gpus": 2})
 mesh = procs.spawn("gated", Gated)
