@@ -257,7 +257,7 @@ class Future(Generic[T]):
     def _wait(self, timeout: float | None) -> None:
         """Wait until done (`TimeoutError` after `timeout`); an interrupt cancels this future
         and is raised again as `Interrupted`."""
-        hook = on_wait
+        hook = on_wait if not self._cf.done() else None  # only a wait that blocks is told
         if hook is not None:
             hook(self)
         try:
