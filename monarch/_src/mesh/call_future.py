@@ -126,11 +126,17 @@ class MeshFuture(Future[ValueMesh[R]]):
         def gather(raw: list[Any]) -> ValueMesh[R]:
             answered()
             values = []
-            for rank, reply in enumerate(raw):
-                ok, value = decoded.get(rank) or _decode(decoded, rank, decode_one, reply)
-                if not ok:  # the first failing rank's error, in rank order
-                    raise value
-                values.append(value)
+            for rank, reply in enumerate(raw):  # `_decode` inlined: this runs on every call
+                known = decoded.get(rank)
+                if known is None:
+                    try:
+                        known = (True, decode_one(reply))
+                    except Exception as exc:
+                        known = (False, exc)
+                    known = decoded.setdefault(rank, known)
+                if not known[0]:  # the first failing rank's error, in rank order
+                    raise known[1]
+                values.append(known[1])
             return ValueMesh(shape, values)
 
         fut = cast(MeshFuture[R], cls.from_concurrent(port.cf, gather, map_error, cancel))
