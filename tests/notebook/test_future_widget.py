@@ -14,6 +14,8 @@ import itertools
 import os
 import re
 import signal
+import subprocess
+import sys
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -221,6 +223,42 @@ def test_a_cancelled_call_shows_its_unanswered_ranks_cancelled(gated: Any) -> No
     assert again.exception(timeout=TIMEOUT) is not None  # rank 1 raises, as always
 
 
+_INTERRUPTED = """
+import os, signal, threading
+from monarch.actor import this_host
+from tests.notebook.test_future_widget import Gated
+
+procs = this_host().spawn_procs(per_host={"gpus": 2})
+mesh = procs.spawn("gated", Gated)
+fut = mesh.work.call()
+replies = iter(fut)
+mesh.slice(gpus=0).release.call_one().get(timeout=30)
+print(next(replies), flush=True)
+threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+try:
+    next(replies)  # rank 1 is never released
+except KeyboardInterrupt as e:
+    print("interrupted:", type(e).__name__, e, flush=True)
+print(fut.cancelled(), [r.state for r in fut.progress().ranks], flush=True)
+print(len(mesh.pid.call().get(timeout=30)), flush=True)  # the actors keep serving
+procs.stop().get(timeout=60)
+"""
+
+
+def test_an_interrupt_while_iterating_cancels_the_call() -> None:
+    # Its own process: SIGINT goes to that process's main thread.
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out = subprocess.run([sys.executable, "-c", _INTERRUPTED], capture_output=True, text=True,
+                         timeout=100, cwd=REPO, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [
+        "({'gpus': 0/2}, 0)",
+        "interrupted: Interrupted cancelled the call to gated.work on 2 ranks",
+        "True ['done', 'cancelled']",
+        "2",
+    ], (out.stdout, out.stderr)
+
+
 def test_plain_repr_and_no_widget_outside_a_notebook(gated: Any) -> None:
     from IPython.core.formatters import format_display_data
 
@@ -228,7 +266,7 @@ def test_plain_repr_and_no_widget_outside_a_notebook(gated: Any) -> None:
 
     assert hooks.future_view.get() is None  # only a kernel's monarch.notebook fills it
     fut = gated.work.call()
-    data, _ = format_display_data(fut)
+    data, _ = format_display_data(fut)  # type: ignore[no-untyped-call]  # IPython: no types
     assert set(data) == {"text/plain"}
     assert data["text/plain"] == repr(fut)
     assert not [t for t in threading.enumerate() if t.name == "monarch-futureview"]
@@ -242,7 +280,7 @@ def test_future_view_needs_a_call_future() -> None:
     from monarch.notebook import FutureView
 
     with pytest.raises(TypeError, match=r"endpoint's call\(\)"):
-        FutureView(Future.from_value(1))  # type: ignore[arg-type]
+        FutureView(Future.from_value(1))
 
 
 # ---- through a real kernel ----------------------------------------------------------------

@@ -139,7 +139,7 @@ class MeshFuture(Future[ValueMesh[R]]):
                 values.append(known[1])
             return ValueMesh(shape, values)
 
-        fut = cast(MeshFuture[R], cls.from_concurrent(port.cf, gather, map_error, cancel))
+        fut = cast("MeshFuture[R]", cls.from_concurrent(port.cf, gather, map_error, cancel))
         fut._port = port
         fut._shape = shape
         fut._decode_one = decode_one
@@ -171,10 +171,11 @@ class MeshFuture(Future[ValueMesh[R]]):
                 while len(port.order) <= seen and not self.done():
                     try:
                         arrival.wait()
-                    except KeyboardInterrupt:
-                        if self.cancel():
-                            raise Interrupted(f"cancelled the call to {self._what()}") from None
-                        raise
+                    except KeyboardInterrupt:  # as in get(): cancel, and say so in one line
+                        what = self._cancel_for_interrupt()
+                        if what is None:
+                            raise
+                        raise Interrupted(f"cancelled {what}") from None
             if seen < len(port.order):
                 rank = port.order[seen]
                 seen += 1
