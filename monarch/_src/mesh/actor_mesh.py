@@ -281,13 +281,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._check_usable("upgrade")
         with by_value(new_class.__module__):
             payload = encode(new_class)
-        cast = self._cast_plan()
-        targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
-        entry = CountPort(len(targets))
-        mailbox = get_runtime().mailbox
-        reply = mailbox.open_port(entry, tuple(set(targets)))
-        for proc in targets:
-            mailbox.post(proc, Control(CONTROL, "upgrade_actor", (self._key, payload), reply))
+        done = self._control_each_rank("upgrade_actor", (self._key, payload))
         # From now on this object's endpoints are the new class's; back to the old ones if an
         # actor refused the upgrade (it kept its old class).
         old_class = self._class
@@ -305,8 +299,8 @@ class ActorMesh(MeshTrait, Generic[T]):
 
         # On the loop when it fails, and again in the reader's thread before it raises (the
         # reader may wake before the loop's callbacks ran).
-        entry.cf.add_done_callback(on_done)
-        return Future.from_concurrent(entry.cf, None, refused)
+        done.add_done_callback(on_done)
+        return Future.from_concurrent(done, None, refused)
 
     def _set_class(self, actor_class: type) -> None:
         self._class = actor_class
@@ -334,14 +328,19 @@ class ActorMesh(MeshTrait, Generic[T]):
             return done
         self._stopped = reason
         tree.stopping(self._key)
+        return after(self._control_each_rank("stop_actor", (self._key, reason)), self._forget)
+
+    def _control_each_rank(self, op: str, args: tuple[Any, ...]) -> concurrent.futures.Future[Any]:
+        """Post control `op` to the proc of each rank of this view; done once every rank
+        answered (an error answer fails it)."""
         cast = self._cast_plan()
         targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         entry = CountPort(len(targets))
         mailbox = get_runtime().mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for proc in targets:
-            mailbox.post(proc, Control(CONTROL, "stop_actor", (self._key, reason), reply))
-        return after(entry.cf, self._forget)
+            mailbox.post(proc, Control(CONTROL, op, args, reply))
+        return entry.cf
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
