@@ -21,7 +21,7 @@ from typing import Any
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from monarch._src.lowlevel import CallProgress, MeshFuture, RankProgress
-from monarch.notebook.widgets import _CELL_STYLE, _MAX_CELLS, _grid_columns, _stop_polling
+from monarch.notebook.widgets import _CELL_STYLE, _stop_polling, rank_grid
 
 __all__ = ["FUTURE_COLORS", "FutureView", "WIDGET_VIEW_MIME", "mimebundle"]
 
@@ -64,19 +64,7 @@ class FutureView(ipywidgets.VBox):  # type: ignore[misc]  # VBox is untyped (Any
             f"<code>{html.escape(repr(extent))}</code>"
         )
         self.summary = ipywidgets.HTML("")
-        self.cells: list[ipywidgets.HTML] = []
-        n = extent.nelements
-        if n <= _MAX_CELLS:
-            self.cells = [ipywidgets.HTML("") for _ in range(n)]
-            grid: ipywidgets.Widget = ipywidgets.GridBox(
-                self.cells,
-                layout=ipywidgets.Layout(
-                    grid_template_columns=f"repeat({_grid_columns(extent)}, max-content)",
-                    grid_gap="2px",
-                ),
-            )
-        else:
-            grid = ipywidgets.HTML(f"<i>{n} ranks (too many to draw)</i>")
+        self.cells, grid = rank_grid(extent)
         super().__init__([self.header, self.summary, grid])
         self.refresh()
         self._thread: threading.Thread | None = None

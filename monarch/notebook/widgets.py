@@ -81,6 +81,18 @@ def _coords(rank: int, extent: Extent) -> str:
     return "{" + ", ".join(reversed(parts)) + "}"
 
 
+def rank_grid(extent: Extent) -> tuple[list[ipywidgets.HTML], ipywidgets.Widget]:
+    """One empty HTML cell per rank of `extent` laid out as a grid (the last dimension across),
+    and the grid; past `_MAX_CELLS` ranks no cells, and a note instead of the grid."""
+    n = extent.nelements
+    if n > _MAX_CELLS:
+        return [], ipywidgets.HTML(f"<i>{n} ranks (too many to draw)</i>")
+    cells = [ipywidgets.HTML("") for _ in range(n)]
+    grid = ipywidgets.GridBox(cells, layout=ipywidgets.Layout(
+        grid_template_columns=f"repeat({_grid_columns(extent)}, max-content)", grid_gap="2px"))
+    return cells, grid
+
+
 def _grid_columns(extent: Extent) -> int:
     sizes = list(extent.sizes)
     if len(sizes) == 1:
@@ -119,24 +131,12 @@ class MeshView(ipywidgets.VBox):  # type: ignore[misc]  # VBox is untyped (Any)
         self._lock = threading.Lock()  # serializes refresh() between the thread and callers
         self._closed = threading.Event()  # set by close(); ends the refresh thread
         self._shown: list[Shown] | None = None  # per rank as last shown; None until a refresh
-        n = self._extent.nelements
         self.header = ipywidgets.HTML(
             f"<b>{html.escape(kind)}</b> {html.escape(name)} "
             f"<code>{html.escape(repr(self._extent))}</code>"
         )
         self.summary = ipywidgets.HTML("")
-        self.cells: list[ipywidgets.HTML] = []
-        if n <= _MAX_CELLS:
-            self.cells = [ipywidgets.HTML("") for _ in range(n)]
-            grid: ipywidgets.Widget = ipywidgets.GridBox(
-                self.cells,
-                layout=ipywidgets.Layout(
-                    grid_template_columns=f"repeat({_grid_columns(self._extent)}, max-content)",
-                    grid_gap="2px",
-                ),
-            )
-        else:
-            grid = ipywidgets.HTML(f"<i>{n} ranks (too many to draw)</i>")
+        self.cells, grid = rank_grid(self._extent)
         super().__init__([self.header, self.summary, grid])
         self.refresh()
         self._thread: threading.Thread | None = None
