@@ -55,6 +55,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/simulator_validation.py
 	$(PY) benchmarks/telemetry_overhead.py
 	$(PY) benchmarks/remote_hosts.py
+	$(PY) benchmarks/notebook_interrupt.py
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
 # with warnings as errors (tests/docs/test_api_reference.py).

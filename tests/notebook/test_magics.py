@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.notebook.kernel import execute as _execute
+
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -284,23 +286,6 @@ def test_importing_monarch_actor_under_ipython_registers_the_magics() -> None:
 
 
 # ---- through a real kernel ----------------------------------------------------------------
-
-
-def _execute(client: Any, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Execute `code`; return the shell reply's content and the iopub messages up to idle."""
-    msg_id = client.execute(code)
-    messages = []
-    while True:
-        msg = client.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        messages.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    reply = client.get_shell_msg(timeout=60)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = client.get_shell_msg(timeout=60)
-    return reply["content"], messages
 
 
 def _streams(messages: list[dict[str, Any]], name: str) -> str:

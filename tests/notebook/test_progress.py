@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from tests.notebook.kernel import run_cell as _run_cell
+
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,25 +127,6 @@ assert shown.wait(30)
 open(gate, "w").close()
 ready.get(timeout=60)
 """
-
-
-def _run_cell(client: Any, code: str) -> list[dict[str, Any]]:
-    """Execute `code`; return every iopub message of that execution up to its idle status."""
-    msg_id = client.execute(code)
-    messages = []
-    while True:
-        msg = client.get_iopub_msg(timeout=60)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        messages.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    reply = client.get_shell_msg(timeout=60)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = client.get_shell_msg(timeout=60)
-    errors = [m["content"] for m in messages if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", (reply["content"], errors)
-    return messages
 
 
 def test_procs_coming_up_show_a_bar_in_the_waiting_cell(tmp_path: Path) -> None:

@@ -1,0 +1,31 @@
+"""Driving a real Jupyter kernel from a test: run a cell, collect what it sent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def execute(client: Any, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Execute `code`; return the shell reply's content and the iopub messages of that
+    execution up to its idle status."""
+    msg_id = client.execute(code)
+    messages = []
+    while True:
+        msg = client.get_iopub_msg(timeout=60)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        messages.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    reply = client.get_shell_msg(timeout=60)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = client.get_shell_msg(timeout=60)
+    return reply["content"], messages
+
+
+def run_cell(client: Any, code: str) -> list[dict[str, Any]]:
+    """Execute `code`, which must succeed; return its iopub messages up to idle."""
+    reply, messages = execute(client, code)
+    errors = [m["content"] for m in messages if m["msg_type"] == "error"]
+    assert reply["status"] == "ok", (reply, errors)
+    return messages
