@@ -30,7 +30,6 @@ import sys
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 
 from monarch._src.config import get as config_get
 
@@ -64,6 +63,8 @@ _MAX_LABELS = 4  # host labels listed per version; the rest are counted
 
 
 def _distribution_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version  # ~20 ms: not at import
+
     try:
         return version(name)
     except PackageNotFoundError:

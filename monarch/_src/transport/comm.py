@@ -35,15 +35,7 @@ import pickle
 import socket
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-import dask.config
-from distributed.comm.core import CommClosedError
-from distributed.comm.core import connect as _dask_connect
-from distributed.comm.core import listen as _dask_listen
-from distributed.protocol.serialize import Serialized
-from tornado.iostream import IOStream, StreamClosedError
-
 from monarch._src.config import duration_seconds, get as config_get
-from monarch._src.transport import unix
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
     HEAD,
@@ -59,8 +51,6 @@ from monarch._src.supervision.errors import TransportError
 __all__ = ["Transport", "translate_error"]
 
 logger = logging.getLogger(__name__)
-
-unix.register()  # peers may listen on unix:// addresses
 
 # Envelopes are opaque to the transport: any picklable tuple whose payloads keep their large
 # buffers as `pickle.PickleBuffer`s. A tuple subclass (the runtime's typed records) arrives as a
@@ -87,10 +77,40 @@ class Comm(Protocol):
     async def close(self) -> None: ...
 
 
-# Dask's untyped entry points, with the types this module relies on.
-connect: Callable[..., Awaitable[Comm]] = _dask_connect
-listen: Callable[..., Any] = _dask_listen
-_serialized: Callable[[dict[str, Any], list[Any]], Any] = Serialized
+# Dask's comm layer costs about 0.4 s to import (distributed, dask.config, numpy), so it is
+# imported when the first transport starts (`_dask`), not when monarch is.
+_closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "connection closed"
+
+
+def _dask() -> Any:
+    """`distributed.comm.core`, imported (with the `unix://` backend registered) on first use."""
+    global _closed_errors
+    from distributed.comm import core
+    from tornado.iostream import StreamClosedError
+
+    from monarch._src.transport import unix
+
+    if not _closed_errors:
+        unix.register()  # peers may listen on unix:// addresses
+        _closed_errors = (core.CommClosedError, StreamClosedError)
+    return core
+
+
+async def connect(addr: str, **kwargs: Any) -> Comm:
+    """Dask's `connect` (untyped), with the type this module relies on."""
+    comm: Comm = await _dask().connect(addr, **kwargs)
+    return comm
+
+
+def listen(addr: str, handler: Callable[..., Any], **kwargs: Any) -> Any:
+    """Dask's `listen`."""
+    return _dask().listen(addr, handler, **kwargs)
+
+
+def _serialized(header: dict[str, Any], frames: list[Any]) -> Any:
+    from distributed.protocol.serialize import Serialized
+
+    return Serialized(header, frames)  # type: ignore[no-untyped-call]  # Dask ships it untyped
 
 # Frames we send are never compressed: the payloads are mostly already-dense tensors, and a peer
 # that reads with deserialize=False would not decompress them.
@@ -102,7 +122,7 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
     if isinstance(exc, TransportError):
         return exc
     detail = f": {exc}" if str(exc) else ""
-    if isinstance(exc, (CommClosedError, StreamClosedError)):
+    if _closed_errors and isinstance(exc, _closed_errors):
         return TransportError(f"The connection to {addr} was closed{detail}.")
     if isinstance(exc, (OSError, asyncio.TimeoutError)):
         return TransportError(f"Could not reach {addr}{detail}.")
@@ -168,6 +188,8 @@ class _CommChannel:
 
 def _can_take_socket(comm: Comm) -> bool:
     """A plain (not TLS) tcp comm, whose socket a SocketChannel can drive."""
+    from tornado.iostream import IOStream
+
     stream = getattr(comm, "stream", None)
     return type(stream) is IOStream and getattr(stream, "socket", None) is not None
 
@@ -221,6 +243,8 @@ def default_listen_address() -> str:
                 "default_transport is Unix but TLS is on (enable_tls): unix-domain sockets are "
                 "not encrypted. Use the Tls transport, or turn enable_tls off."
             )
+        from monarch._src.transport import unix
+
         return unix.default_listen_address()
     return f"{listen_scheme()}://127.0.0.1:0"
 
@@ -392,6 +416,9 @@ class Transport:
 
     async def start(self, address: str | None = None) -> str:
         """Listen on `address` (default: loopback, tcp or tls as configured)."""
+        import dask.config
+
+        _dask()
         dask.config.set({"distributed.comm.compression": None})
         if address is None:
             address = default_listen_address()
@@ -455,11 +482,12 @@ class Transport:
             channel = _channel(comm)
             while True:
                 self._on_batch(peer_addr, decode_batch(await channel.read()))
-        except (CommClosedError, StreamClosedError) as exc:
-            if peer_addr and not self._closing:
+        except Exception as exc:
+            if not isinstance(exc, _closed_errors):
+                logger.exception("monarch: failed reading from %s",
+                                 peer_addr or comm.peer_address)
+            elif peer_addr and not self._closing:
                 self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
-        except Exception:
-            logger.exception("monarch: failed reading from %s", peer_addr or comm.peer_address)
         finally:
             self._incoming.discard(comm)
             if not comm.closed():

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from distributed.security import Security
-
 from monarch._src.config import get as config_get
 
 __all__ = ["listen_scheme", "tls_args", "tls_enabled"]
 
 
-# Dask's `Security` is untyped: the constructor as used here.
-_security: Callable[..., Any] = Security
+
+def _security(**kwargs: Any) -> Any:
+    """Dask's `Security` (untyped), imported when TLS is first set up."""
+    from distributed.security import Security
+
+    return Security(**kwargs)  # type: ignore[no-untyped-call]  # Dask ships it untyped
 
 
 def tls_enabled() -> bool:
