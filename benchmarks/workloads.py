@@ -173,8 +173,22 @@ def _last_json_line(text: str) -> dict[str, Any] | None:
     return None
 
 
+_IMPORT_PROBE = (
+    "import time; t = time.perf_counter(); import monarch.actor; "
+    "print(time.perf_counter() - t)"
+)
+
+
+def _import_seconds() -> float:
+    """`import monarch.actor` alone, timed in a fresh interpreter."""
+    proc = subprocess.run([sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True,
+                          timeout=W1_CHILD_TIMEOUT_S, check=True)
+    return float(proc.stdout.strip().splitlines()[-1])
+
+
 def run_w1(samples: int) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
+    imports = [_import_seconds() for _ in range(samples)]
     for i in range(samples):
         try:
             proc = subprocess.run(
@@ -200,6 +214,7 @@ def run_w1(samples: int) -> dict[str, Any]:
         "seconds": round(statistics.median(r["seconds"] for r in runs), 4),
         "this_host_s": round(statistics.median(r["this_host_s"] for r in runs), 4),
         "stop_s": round(statistics.median(r["stop_s"] for r in runs), 4),
+        "import_s": round(statistics.median(imports), 4),
         "samples": [round(r["seconds"], 4) for r in runs],
     }
 

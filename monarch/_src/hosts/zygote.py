@@ -147,8 +147,12 @@ def _orphan_poll_interval() -> float:
 def main() -> None:
     reply_fd = int(sys.argv[1])
     cmd_fd = sys.stdin.fileno()
-    # Preload what every proc needs, once, before any fork.
+    # Preload what every proc needs, once, before any fork: the proc runtime and the Dask comm
+    # layer its transport starts with (which the controller's import leaves for later).
     import monarch._src.hosts.proc_main  # noqa: F401
+    from monarch._src.transport.comm import preload
+
+    preload()
 
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)

@@ -48,7 +48,7 @@ from monarch._src.transport.socket_channel import (
 
 from monarch._src.supervision.errors import TransportError
 
-__all__ = ["Transport", "translate_error"]
+__all__ = ["Transport", "preload", "translate_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +80,11 @@ class Comm(Protocol):
 # Dask's comm layer costs about 0.4 s to import (distributed, dask.config, numpy), so it is
 # imported when the first transport starts (`_dask`), not when monarch is.
 _closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "connection closed"
+
+
+def preload() -> None:
+    """Import Dask's comm layer now (a fork server does, so that its children need not)."""
+    _dask()
 
 
 def _dask() -> Any:
