@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 import fcntl
 import os
+import select
 import struct
 import sys
 import termios
@@ -179,13 +180,20 @@ class _PipeReader(threading.Thread):
 
     def run(self) -> None:
         while True:
+            # Wait until there is something to read, then read it with `busy` set under the
+            # lock: `drain` sees either bytes still in the pipe or a busy reader, never a chunk
+            # read and not yet counted (which let a flush answer before its last lines).
             try:
-                chunk = os.read(self.read_end, 65536)
-            except OSError:
-                return
-            if not chunk:
+                select.select([self.read_end], [], [])
+            except (OSError, ValueError):
                 return
             with self.idle:
+                try:
+                    chunk = os.read(self.read_end, 65536)
+                except OSError:
+                    return
+                if not chunk:
+                    return
                 self.busy = True
             try:
                 self.send(self.fd, chunk.decode("utf-8", errors="replace"))
