@@ -34,7 +34,7 @@ from typing import Any, Callable, TypeVar, cast
 from monarch._src.mesh import hooks
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import PORT_ERROR
-from monarch._src.runtime.future import Future, Interrupted
+from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import GatherPort
 from monarch._src.shape import Extent, Point, Shape
 
@@ -172,10 +172,8 @@ class MeshFuture(Future[ValueMesh[R]]):
                     try:
                         arrival.wait()
                     except KeyboardInterrupt:  # as in get(): cancel, and say so in one line
-                        what = self._cancel_for_interrupt()
-                        if what is None:
-                            raise
-                        raise Interrupted(f"cancelled {what}") from None
+                        self._raise_cancelled()
+                        raise
             if seen < len(port.order):
                 rank = port.order[seen]
                 seen += 1

@@ -265,13 +265,18 @@ class Future(Generic[T]):
         except concurrent.futures.CancelledError:
             pass
         except KeyboardInterrupt:
-            what = self._cancel_for_interrupt()
-            if what is None:
-                raise
-            raise Interrupted(f"cancelled {what}") from None
+            self._raise_cancelled()
+            raise
         finally:
             if hook is not None:
                 hook(None)
+
+    def _raise_cancelled(self) -> None:
+        """On a `KeyboardInterrupt` while waiting: cancel this future and raise `Interrupted`
+        saying what was cancelled; return (the caller re-raises the interrupt) if nothing was."""
+        what = self._cancel_for_interrupt()
+        if what is not None:
+            raise Interrupted(f"cancelled {what}") from None
 
     def _cancel_for_interrupt(self) -> str | None:
         """Cancel on an interrupt; what was cancelled, or None if nothing was."""
@@ -392,10 +397,8 @@ class Future(Generic[T]):
             self.cancel()
             raise
         except KeyboardInterrupt:
-            what = self._cancel_for_interrupt()
-            if what is None:
-                raise
-            raise Interrupted(f"cancelled {what}") from None
+            self._raise_cancelled()
+            raise
 
     def add_done_callback(self, fn: Callable[[Future[T]], None]) -> None:
         """Call `fn(self)` when the future completes (on the completing thread)."""
