@@ -310,7 +310,8 @@ class LocalHostAgent:
 
     async def _stop(self, table: ProcTable, reason: str, limits: StopLimits) -> None:
         if config_get("enable_log_forwarding"):
-            await self.logs.flush([table])  # what the procs printed comes out before they go
+            # What the procs printed comes out before they go (`begin_stop` marked the table).
+            await self.logs.flush([table], stopping=True)
         await stop_table(self.rt, table, reason, limits, kill=self._kill, exit_of=self._exit_of)
         with self._lock:
             if table in self._tables:

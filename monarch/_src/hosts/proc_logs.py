@@ -50,14 +50,15 @@ class ProcLogs:
         shown = "\n".join(f"    {prefix}{line}" for line in lines)
         return f"{report}\n  last {len(lines)} lines of its output:\n{shown}"
 
-    async def flush(self, tables: list[ProcTable]) -> None:
+    async def flush(self, tables: list[ProcTable], stopping: bool = False) -> None:
         """A barrier: returns once every line the procs of `tables` wrote so far was written
-        here (bounded by `process_exit_timeout`)."""
+        here (bounded by `process_exit_timeout`). Tables being stopped are skipped, unless
+        `stopping`: the stop itself flushes its procs before they are told to exit."""
         mailbox = self.rt.mailbox
         waits = []
         for table in tables:
             keys = [k for k in table.keys if not k.startswith(PENDING_PREFIX)]
-            if table.stopped is not None or not keys:
+            if (table.stopped is not None and not stopping) or not keys:
                 continue
             entry = CountPort(len(keys))
             port = mailbox.open_port(entry, tuple(keys))
