@@ -19,6 +19,7 @@ Jupyter kernel's) and hold locks a forked child would inherit locked.
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib
 import os
 import pickle
@@ -153,6 +154,11 @@ def main() -> None:
     from monarch._src.transport.comm import preload
 
     preload()
+    # What is loaded now lives as long as the procs: the garbage collector of each proc skips
+    # it (its full passes cost in proportion to the objects it tracks: tens of thousands from
+    # the imports alone), and forked children keep sharing its pages instead of copying the
+    # ones a collection would write to.
+    gc.freeze()
 
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -207,6 +213,7 @@ def main() -> None:
                         importlib.import_module(name)
                     except Exception:  # the proc will import it itself, and see the error
                         pass
+                gc.freeze()  # as after the first preload
             elif "kill" in msg:
                 for pid in msg["kill"]:
                     if pid in children:

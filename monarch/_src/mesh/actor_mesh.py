@@ -72,6 +72,8 @@ class ActorMesh(MeshTrait, Generic[T]):
     _plan: CastPlan | None  # built on first use
     _spawned_ranks: list[int]  # global proc ranks of the mesh as spawned
     _local: dict[int, int] | None  # built from _spawned_ranks on first use
+    # Rank as spawned of each rank of this view, built on first use (`_spawned_local`).
+    _spawned_of_view: list[int] | None = None
     # The mesh spawn returned, for it and its slices (whose `_check_usable` sees it stopped
     # once the tree forgot it); an unpickled reference is its own.
     _origin: ActorMesh[Any]
@@ -137,8 +139,11 @@ class ActorMesh(MeshTrait, Generic[T]):
 
     def _spawned_local(self, ranks: Any) -> list[int]:
         """The spawned mesh's ranks (the tree's and the counters') of local ranks of this view."""
-        plan, local = self._cast_plan().ranks, self._local_ranks()
-        return [local[plan[r]] for r in ranks]
+        spawned = self._spawned_of_view
+        if spawned is None:
+            local = self._local_ranks()
+            spawned = self._spawned_of_view = [local[g] for g in self._cast_plan().ranks]
+        return [spawned[r] for r in ranks]
 
     def _local_ranks(self) -> dict[int, int]:
         """Global proc rank -> rank within the mesh as spawned (the tree's ranks)."""

@@ -114,6 +114,7 @@ def post_call(
     *,
     reply_for: Callable[[int], Any] | None = None,
     handed: Any = None,
+    checked: bool = False,
 ) -> None:
     """Post one CALL of `method` with the encoded `payload` to each target rank of `mesh` (the
     view's ranks `targets`, default all).
@@ -122,15 +123,17 @@ def post_call(
     to `reply_for(global proc rank)`. A call to a stopped or failed mesh is refused: with a
     single `reply` port, as in Monarch, the port gets the error (the caller's future raises);
     otherwise the `SupervisionError` is raised here. `handed`: the reply ports pickled in the
-    payload, recorded with the target procs before the calls are routed.
+    payload, recorded with the target procs before the calls are routed. `checked`: the caller
+    has just made `check(mesh, method)`'s check itself.
     """
-    try:
-        mesh._check_usable(method)
-    except SupervisionError as err:
-        if reply is None or reply_for is not None:
-            raise
-        get_runtime().mailbox.fail_port(reply, err)
-        return
+    if not checked:
+        try:
+            mesh._check_usable(method)
+        except SupervisionError as err:
+            if reply is None or reply_for is not None:
+                raise
+            get_runtime().mailbox.fail_port(reply, err)
+            return
     cast = plan(mesh)
     ranks, procs, key = cast.ranks, cast.procs, cast.actor_key
     extent = cast.labels, cast.sizes

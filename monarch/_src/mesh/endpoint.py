@@ -72,6 +72,32 @@ def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
     return binder
 
 
+
+class _Sent:
+    """One posted call, as its Future needs it later: how to decode the reply of a single-rank
+    call (and count it as answered) and how to cancel the call. One small object, not closures:
+    a caller may keep thousands of calls in flight."""
+
+    __slots__ = ("endpoint", "reply", "ranks", "spawned")
+
+    def __init__(self, endpoint: Endpoint[..., Any], reply: Any, ranks: list[int] | None,
+                 spawned: int) -> None:
+        self.endpoint = endpoint
+        self.reply = reply  # the reply port the calls answer to
+        self.ranks = ranks  # the targeted local ranks, None for all
+        self.spawned = spawned  # a single-rank call's rank in the mesh as spawned
+
+    def decode(self, raw: Any) -> Any:
+        endpoint = self.endpoint
+        traffic.count_answered(endpoint._mesh._key, self.spawned)
+        return endpoint._decode_one(raw)
+
+    def cancel(self) -> str:
+        endpoint, ranks = self.endpoint, self.ranks
+        casting.cancel_call(endpoint._mesh, self.reply, ranks)
+        n = len(endpoint._mesh) if ranks is None else len(ranks)
+        return f"the call to {endpoint._label()} on {n} rank{'s' if n != 1 else ''}"
+
 class Endpoint(Generic[P, R]):
     """An endpoint of an actor mesh (or a slice of one), with the adverbs.
 
@@ -120,8 +146,10 @@ class Endpoint(Generic[P, R]):
         prop = getattr(self._mesh._class, self._name, None)
         return prop._propagator if isinstance(prop, EndpointProperty) else None
 
-    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
-        """Post one CALL per target: all ranks, or the given local ranks."""
+    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None,
+              checked: bool = False) -> None:
+        """Post one CALL per target: all ranks, or the given local ranks (`checked`: the
+        caller just checked that the mesh is usable)."""
         if type(payload) is not tuple:  # distributed tensors among the arguments
             payload.post(self, reply, ranks)
             return
@@ -131,7 +159,8 @@ class Endpoint(Generic[P, R]):
             handed = handed[1]
         else:
             handed = None
-        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed)
+        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed,
+                          checked=checked)
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -141,13 +170,7 @@ class Endpoint(Generic[P, R]):
 
     def _canceller(self, reply: Any, ranks: list[int] | None) -> Callable[[], str]:
         """What `Future.cancel` runs for the call to `ranks` (default all) replying to `reply`."""
-
-        def cancel() -> str:
-            casting.cancel_call(self._mesh, reply, ranks)
-            n = len(self._mesh) if ranks is None else len(ranks)
-            return f"the call to {self._label()} on {n} rank{'s' if n != 1 else ''}"
-
-        return cancel
+        return _Sent(self, reply, ranks, 0).cancel
 
     def _decode_one(self, reply: Any) -> Any:
         try:
@@ -191,15 +214,10 @@ class Endpoint(Generic[P, R]):
         entry = OncePort()
         mesh = self._mesh
         reply = get_runtime().mailbox.open_port(entry, (casting.plan(mesh).proc_of(rank),))
-        self._post(payload, reply, [rank])
-        spawned = mesh._spawned_local([rank])[0]
-
-        def decode(raw: Any) -> Any:
-            traffic.count_answered(mesh._key, spawned)
-            return self._decode_one(raw)
-
-        return Future.from_concurrent(entry.cf, decode, self._supervision,
-                                      self._canceller(reply, [rank]))
+        ranks = [rank]
+        self._post(payload, reply, ranks, checked=True)
+        sent = _Sent(self, reply, ranks, mesh._spawned_local(ranks)[0])
+        return Future.from_concurrent(entry.cf, sent.decode, self._supervision, sent.cancel)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> MeshFuture[R]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh.

@@ -29,6 +29,8 @@ import warnings
 import weakref
 from typing import Any, Callable, Generator, Generic, TypeVar
 
+from monarch._src.runtime.completion import Completion
+
 __all__ = [
     "GET_IN_LOOP_WARNING",
     "Future",
@@ -45,6 +47,7 @@ U = TypeVar("U")
 logger = logging.getLogger(__name__)
 
 _UNSET: Any = object()
+_LOCKS = threading.Lock()  # makes a Future's own lock, once, when a reader first needs it
 
 # Torchmonarch words the in-loop warning differently for a future nobody observed yet (the
 # first blocking read) and for one already observed through a handle (awaited, converted with
@@ -111,7 +114,7 @@ class Future(Generic[T]):
     _cf: concurrent.futures.Future[Any]
     _decode: Callable[[Any], T] | None
     _map_error: Callable[[BaseException], BaseException] | None
-    _lock: threading.Lock
+    _lock: threading.Lock | None
     _value: Any  # T once known, `_UNSET` before
     _error: BaseException | None
     _observed: bool
@@ -145,7 +148,7 @@ class Future(Generic[T]):
         fut._cf = cf  # completed by the runtime loop with a raw value or an exception
         fut._decode = decode  # applied once to the raw value by the first reader
         fut._map_error = map_error  # applied once to an exception the runtime set
-        fut._lock = threading.Lock()
+        fut._lock = None  # made by the first reader that finds no outcome cached (`_settle`)
         fut._value = _UNSET  # decoded value, cached once known
         fut._error = None  # exception, cached once known
         # Torchmonarch's read paths, which decide its warnings and timeout checks: True once
@@ -160,14 +163,14 @@ class Future(Generic[T]):
     @classmethod
     def from_value(cls, value: T) -> Future[T]:
         """A Future already done with `value`."""
-        cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        cf: concurrent.futures.Future[Any] = Completion()
         cf.set_result(value)
         return cls.from_concurrent(cf)
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> Future[Any]:
         """A Future already failed with `exc`."""
-        cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        cf: concurrent.futures.Future[Any] = Completion()
         cf.set_exception(exc)
         return cls.from_concurrent(cf)
 
@@ -192,7 +195,15 @@ class Future(Generic[T]):
     # ---- reading -------------------------------------------------------------------------
     def _settle(self) -> None:
         """Decode the finished raw result once; callers hold no lock."""
-        with self._lock:
+        if self._value is not _UNSET or self._error is not None:
+            return
+        lock = self._lock
+        if lock is None:
+            with _LOCKS:
+                lock = self._lock
+                if lock is None:
+                    lock = self._lock = threading.Lock()
+        with lock:
             if self._value is not _UNSET or self._error is not None:
                 return
             if self._cf.cancelled():

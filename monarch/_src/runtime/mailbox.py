@@ -49,9 +49,6 @@ logger = logging.getLogger(__name__)
 
 # Routing keys of procs whose address is not known yet ("pending:<proc_id>").
 PENDING_PREFIX = "pending:"
-# A post-queue item that registers which peers a port waits on (not an address).
-_WATCH: Any = "watch:"
-
 # A post-queue item that records reply ports handed to peers in call arguments (not an address).
 _HANDED: Any = "handed:"
 # How many handed ports are remembered per peer; older ones are forgotten (memory stays bounded).
@@ -118,6 +115,10 @@ class Mailbox:
         # Posts from any thread: (address, envelope, called once written or failed, or None).
         self._outq: deque[tuple[str, Any, Written]] = deque()
         self._wake_pending = False  # a _flush is scheduled on the loop
+        self._flushing = False  # the loop is routing what it took from `_outq`
+        # Ports' peers to watch (`open_port`), registered by the loop before it next handles
+        # a batch, a lost peer or a flush: a port costs no wake-up of its own.
+        self._watches: deque[tuple[int, tuple[str, ...]]] = deque()
         self._alias: dict[str, str] = {}  # pending routing key -> resolved address
         # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
         self._held: dict[str, list[tuple[Envelope, Written]]] = {}
@@ -146,10 +147,19 @@ class Mailbox:
         port_id = next(self._port_ids)
         self._ports[port_id] = entry
         if waits_on:
-            # Through the post queue, so it costs no wake-up of its own and is registered
-            # before the calls that will be answered to this port are routed.
-            self._enqueue(_WATCH, (port_id, waits_on), None)
+            # Registered by the loop before it handles anything that could answer or fail this
+            # port (a batch from a peer, a lost peer), so it needs no wake-up of its own.
+            self._watches.append((port_id, waits_on))
+            dead, alias = self._dead, self._alias
+            if any(alias.get(peer, peer) in dead for peer in waits_on):
+                self._wake()  # nothing else may come to fail it
         return (self.address, port_id)
+
+    def _register_watches(self) -> None:
+        """Register the ports' peers that `open_port` queued (loop)."""
+        watches = self._watches
+        while watches:
+            self._watch_port(*watches.popleft())
 
     def _watch_port(self, port_id: int, peers: tuple[str, ...]) -> None:
         entry = self._ports.get(port_id)
@@ -253,30 +263,49 @@ class Mailbox:
         """Send `env` to the process at `addr` (any thread); order per calling thread is kept.
 
         `written()` is called (on the loop) once the envelope left this process or could not.
+
+        A call or reply without out-of-band buffers, posted by a thread other than the loop's
+        while nothing is queued for the loop, is written to the peer's socket by the posting
+        thread itself (`Transport.send_direct`): one thread hop less each way. Anything posted
+        before it is then already on the socket or in the peer's queue, which `send_direct`
+        checks, so the order per thread is kept.
         """
         if addr == self.address:
             env = _private_copy(env)
+        elif (written is None and not self._outq and not self._flushing
+              and (type(env) is Call or type(env) is PortMsg) and not env.payload[1]):
+            loop_thread = self.loop_thread
+            if (loop_thread is not None and loop_thread.ident != threading.get_ident()
+                    and self.transport.send_direct(self._alias.get(addr, addr), env)):
+                return
         self._enqueue(addr, env, written)
 
     def _enqueue(self, addr: str, item: Any, written: Written) -> None:
-        """Queue an envelope, or a `_WATCH` / `_HANDED` record, for the loop (any thread)."""
+        """Queue an envelope, or a `_HANDED` record, for the loop (any thread)."""
         self._outq.append((addr, item, written))
+        self._wake()
+
+    def _wake(self) -> None:
+        """Have the loop run `_flush` soon, unless it is scheduled already (any thread)."""
         if not self._wake_pending:
             self._wake_pending = True
             self.loop.call_soon_threadsafe(self._flush)
 
     def _flush(self) -> None:
         self._wake_pending = False
-        q = self._outq
-        while q:
-            addr, env, written = q.popleft()
-            if addr is _WATCH:
-                self._watch_port(*env)
-            elif addr is _HANDED:
-                self._record_handed(*env)
-            else:
-                self._route(addr, env, written)
-        self.transport.flush()
+        self._flushing = True
+        try:
+            self._register_watches()
+            q = self._outq
+            while q:
+                addr, env, written = q.popleft()
+                if addr is _HANDED:
+                    self._record_handed(*env)
+                else:
+                    self._route(addr, env, written)
+            self.transport.flush()
+        finally:
+            self._flushing = False
 
     def _route(self, addr: str, env: Envelope, written: Written = None) -> None:
         addr = self._alias.get(addr, addr)
@@ -317,9 +346,9 @@ class Mailbox:
         A new proc may listen on the port of one that ended earlier (the OS reuses ports): what
         was known about the old process at that address no longer applies.
         """
+        self._register_watches()
         self._dead.pop(addr, None)
         self._expected_exit.pop(addr, None)
-        self._alias[pending_key] = addr
         for port_id in self._waiting.pop(pending_key, set()):
             self._waiting.setdefault(addr, set()).add(port_id)
         handed = self._handed.pop(pending_key, None)
@@ -327,6 +356,9 @@ class Mailbox:
             self._record_handed([(p[0], p[1], once) for p, once in handed.items()], (addr,))
         for env, written in self._held.pop(pending_key, []):
             self._route(addr, env, written)
+        # Only now may other threads reach `addr` under its key (`post` writes to a resolved
+        # address directly): what was held for it is in the peer's queue first.
+        self._alias[pending_key] = addr
 
     # ---- receiving --------------------------------------------------------------------------
     def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
@@ -339,6 +371,8 @@ class Mailbox:
 
     def _dispatch(self, peer: str, env: Envelope) -> None:
         if type(env) is PortMsg:
+            if self._watches:  # a reply must find its port's peers registered
+                self._register_watches()
             port_id = env.port_id
             entry = self._ports.get(port_id)
             if entry is None:
@@ -423,6 +457,7 @@ class Mailbox:
         self._expected_exit[peer] = err
 
     def _on_lost(self, peer: str, lost: list[Envelope], err: BaseException) -> None:
+        self._register_watches()
         if peer in self._dead:
             for env in lost:
                 self._undeliverable(peer, env, self._dead[peer])
@@ -446,6 +481,7 @@ class Mailbox:
         """`peer` is gone: fail what waits on it, and later sends to it at once (loop)."""
         if peer in self._dead:
             return
+        self._register_watches()
         self._dead[peer] = err
         self.transport.forget_peer(peer)
         for env, written in self._held.pop(peer, []):

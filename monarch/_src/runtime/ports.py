@@ -15,6 +15,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from monarch._src.runtime.completion import Completion
 from monarch._src.runtime.envelope import PORT_CLOSED, PORT_ERROR, Payload, decode
 
 __all__ = [
@@ -78,7 +79,7 @@ class OncePort(PortEntry):
     """Exactly one reply completes `cf` with the raw reply."""
 
     def __init__(self) -> None:
-        self.cf: concurrent.futures.Future[Reply] = concurrent.futures.Future()
+        self.cf: concurrent.futures.Future[Reply] = Completion()
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if not self.closed:
@@ -108,7 +109,7 @@ class GatherPort(PortEntry):
     on_reply: Callable[[], None] | None = None
 
     def __init__(self, n: int) -> None:
-        self.cf: concurrent.futures.Future[list[Reply]] = concurrent.futures.Future()
+        self.cf: concurrent.futures.Future[list[Reply]] = Completion()
         self.replies: list[Reply | None] = [None] * n  # by rank; None until that rank answers
         self.missing = n
         self.posted = time.monotonic()
@@ -152,8 +153,8 @@ class CountPort(GatherPort):
     def __init__(self, n: int) -> None:
         super().__init__(n)
         if n == 0:
-            self.cf = concurrent.futures.Future()
-            self.cf.set_result(None)  # type: ignore[arg-type]
+            self.cf = Completion()
+            self.cf.set_result(None)
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed:
@@ -182,7 +183,7 @@ class StreamPort(PortEntry):
 
     def __init__(self, n: int) -> None:
         self.cfs: list[concurrent.futures.Future[Reply]] = [
-            concurrent.futures.Future() for _ in range(n)
+            Completion() for _ in range(n)
         ]
         self.next = 0  # index of the future the next reply completes
         self.closed = n == 0
@@ -256,7 +257,7 @@ class QueuePort(PortEntry):
 
     def take(self) -> concurrent.futures.Future[Any]:
         """A future of the next message, `(status, payload, rank)`."""
-        cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        cf: concurrent.futures.Future[Any] = Completion()
         with self._lock:
             if self._values:
                 cf.set_result(self._values.popleft())

@@ -277,6 +277,10 @@ class _Peer:
         self.channel: SocketChannel | _StreamChannel | _CommChannel | None = None  # once connected
         self.task: asyncio.Task[None] | None = None  # the writer, while it runs
         self.failed: BaseException | None = None  # set once; a failed peer delivers nothing
+        # Whether a batch came from this peer since the last `send_direct` to it. A direct write
+        # saves a thread hop when a caller waits for each answer; while earlier sends are still
+        # unanswered, calls go through the loop, which writes them in batches.
+        self.heard = True
 
     def send(self, env: Envelope, written: Callable[[], None] | None = None) -> None:
         if self.failed is not None:
@@ -294,6 +298,19 @@ class _Peer:
         else:
             self.task = asyncio.get_running_loop().create_task(self._write())
 
+    def send_direct(self, env: Envelope) -> bool:
+        """Write `env` now from the calling thread (not the loop's), when nothing sent to this
+        peer before is still waiting: True if it was committed to the socket, False if it must
+        go the ordinary way (through the loop)."""
+        channel = self.channel
+        if type(channel) is not SocketChannel or self.failed is not None or not self.heard:
+            return False
+        with channel.wlock:
+            if self.queue or self.task is not None or not channel.idle:
+                return False
+            self.heard = False
+            return channel.write_direct(encode_batch((env,)))
+
     def write_now(self) -> None:
         """Write what is queued without a task, when the socket takes it (loop only)."""
         if self.task is not None or not self.queue or self.failed is not None:
@@ -302,10 +319,11 @@ class _Peer:
         if not (isinstance(channel, SocketChannel) and channel.idle):
             self.task = asyncio.get_running_loop().create_task(self._write())
             return
-        batch, self.queue = self.queue, []
-        notify, self.written = self.written, []
         try:
-            done = channel.write_now(encode_batch(batch))
+            with channel.wlock:  # the batch is taken and written as one step (`send_direct`)
+                batch, self.queue = self.queue, []
+                notify, self.written = self.written, []
+                done = channel.write_now(encode_batch(batch))
         except BaseException as exc:
             # Reported from a task: write_now runs inside the mailbox's routing.
             self.task = asyncio.get_running_loop().create_task(self._fail_soon(exc, batch, notify))
@@ -442,6 +460,14 @@ class Transport:
             peer = self._peers[addr] = _Peer(self, addr)
         peer.send(env, written)
 
+    def send_direct(self, addr: str, env: Envelope) -> bool:
+        """Write `env` to `addr` now from a thread other than the loop's, when the connection is
+        up and idle (nothing sent to it before still waits): True if it was committed, False if
+        it must go through `send` on the loop. Only for envelopes without out-of-band buffers
+        (a partly written batch keeps its bytes, not the caller's memory)."""
+        peer = self._peers.get(addr)
+        return peer is not None and peer.send_direct(env)
+
     def _mark_dirty(self, peer: _Peer) -> None:
         if not self._dirty:
             asyncio.get_running_loop().call_soon(self.flush)
@@ -472,8 +498,7 @@ class Transport:
             if hello.get("raw") and _can_take_socket(comm):
                 await comm.write({"ack": True})
                 raw = SocketChannel(
-                    _take_socket(comm),
-                    lambda frames: self._on_batch(peer_addr, decode_batch(frames)),
+                    _take_socket(comm), lambda frames: self._received(peer_addr, frames),
                     lambda exc: None,
                 )
                 self._raw_incoming.add(raw)
@@ -497,6 +522,12 @@ class Transport:
             self._incoming.discard(comm)
             if not comm.closed():
                 comm.abort()
+
+    def _received(self, peer_addr: str, frames: list[Any]) -> None:
+        peer = self._peers.get(peer_addr)
+        if peer is not None:
+            peer.heard = True
+        self._on_batch(peer_addr, decode_batch(frames))
 
     async def drain(self) -> None:
         """Wait until everything queued so far was written (or failed)."""

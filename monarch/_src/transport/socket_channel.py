@@ -23,6 +23,7 @@ import logging
 import mmap
 import socket
 import struct
+import threading
 from collections import deque
 from typing import Any, Callable
 
@@ -116,7 +117,12 @@ def _frame_limit() -> int:
 
 
 class SocketChannel:
-    """One connected, non-blocking socket. Runs on the event loop thread only."""
+    """One connected, non-blocking socket, driven by the event loop's thread.
+
+    Writing may also happen on other threads through `write_direct` (a caller's thread sending
+    a small batch without waking the loop); every write holds `wlock`, so batches never
+    interleave on the socket.
+    """
 
     def __init__(
         self,
@@ -138,6 +144,9 @@ class SocketChannel:
         self._body_frames = 0
         self._unsent: deque[memoryview] = deque()  # what the kernel has not taken yet
         self._drained: asyncio.Future[None] | None = None  # set while `_unsent` is not empty
+        # Held by every write (the loop's and `write_direct`'s) and by whoever checks `idle` to
+        # decide that it may write now (re-entrant: a writer holding it calls `write_now`).
+        self.wlock = threading.RLock()
         self.error: BaseException | None = None  # set once closed
         self.closed: asyncio.Future[BaseException] = self.loop.create_future()
         self.loop.add_reader(self.fd, self._readable)
@@ -149,20 +158,44 @@ class SocketChannel:
         return not self._unsent and self.error is None
 
     def write_now(self, frames: list[Any]) -> bool:
-        """Send one batch now; True if the kernel took all of it, else the rest is queued and
-        `drained()` completes once it was sent."""
-        if self.error is not None:
-            raise self.error
-        bufs = frame_buffers(frames)
-        if not self._unsent:
-            bufs = self._send(bufs)
-            if not bufs:
-                return True
-        self._unsent.extend(bufs)
+        """Send one batch now (loop thread); True if the kernel took all of it, else the rest is
+        queued and `drained()` completes once it was sent."""
+        with self.wlock:
+            if self.error is not None:
+                raise self.error
+            bufs = frame_buffers(frames)
+            if not self._unsent:
+                bufs = self._send(bufs)
+                if not bufs:
+                    return True
+            self._unsent.extend(bufs)
+            self._start_draining()
+            return False
+
+    def write_direct(self, frames: list[Any]) -> bool:
+        """Send one batch from any thread, the caller holding `wlock` and having found the
+        channel `idle`. True once the batch is committed: sent, or its rest queued for the loop
+        to send (as `write_now` does); False if nothing could be written (the socket failed:
+        the caller sends it the ordinary way, which reports the failure)."""
+        try:
+            rest = self._send(frame_buffers(frames))
+        except OSError:
+            return False
+        if rest:
+            self._unsent.extend(rest)
+            self.loop.call_soon_threadsafe(self._drain_from_loop)
+        return True
+
+    def _drain_from_loop(self) -> None:
+        with self.wlock:
+            if self.error is None and self._unsent:
+                self._start_draining()
+
+    def _start_draining(self) -> None:
+        """Have the loop send `_unsent` as the socket takes it (loop thread, `wlock` held)."""
         if self._drained is None:
             self._drained = self.loop.create_future()
             self.loop.add_writer(self.fd, self._writable)
-        return False
 
     async def drained(self) -> None:
         if self._drained is not None:
@@ -194,12 +227,17 @@ class SocketChannel:
         return bufs[i:]
 
     def _writable(self) -> None:
-        try:
-            rest = self._send(list(self._unsent))
-        except OSError as exc:
-            self._close(exc)
+        with self.wlock:
+            try:
+                rest = self._send(list(self._unsent))
+            except OSError as exc:
+                error: OSError | None = exc
+            else:
+                error = None
+                self._unsent = deque(rest)
+        if error is not None:
+            self._close(error)
             return
-        self._unsent = deque(rest)
         if not rest:
             self.loop.remove_writer(self.fd)
             drained, self._drained = self._drained, None
@@ -274,10 +312,11 @@ class SocketChannel:
         self.error = exc
         self.loop.remove_reader(self.fd)
         self.loop.remove_writer(self.fd)
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        with self.wlock:  # not while another thread writes to it (`write_direct`)
+            try:
+                self.sock.close()
+            except OSError:
+                pass
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(exc)
         if not self.closed.done():

@@ -1,0 +1,111 @@
+"""Posts written by the posting thread itself (`Mailbox.post` -> `Transport.send_direct`) keep
+the order per thread with posts that go through the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Iterator
+
+import pytest
+
+from monarch._src.runtime.envelope import CALL, Call, decode, encode
+from monarch._src.runtime.mailbox import Mailbox
+from monarch._src.runtime.ports import OncePort
+from monarch._src.transport.comm import Transport
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class _Recorder:
+    """An actor that records (thread tag, index) of every call and answers its reply port."""
+
+    def __init__(self, mailbox: Mailbox, expected: int) -> None:
+        self.mailbox = mailbox
+        self.seen: list[tuple[str, int]] = []
+        self.expected = expected
+        self.all_in = threading.Event()
+
+    def enqueue(self, env: Call) -> None:
+        tag, index, _blob = decode(env.payload)
+        self.seen.append((tag, index))
+        if env.reply is not None:
+            self.mailbox.reply(env.reply, index)
+        if len(self.seen) == self.expected:
+            self.all_in.set()
+
+
+@pytest.fixture
+def two_mailboxes() -> Iterator[tuple[Mailbox, Mailbox]]:
+    """Two mailboxes on tcp, each on its own loop thread (as in a controller and a proc)."""
+    made: list[tuple[Mailbox, asyncio.AbstractEventLoop, threading.Thread]] = []
+    for _ in range(2):
+        loop = asyncio.new_event_loop()
+        thread = threading.Thread(target=loop.run_forever, daemon=True)
+        thread.start()
+        mailbox = Mailbox(loop)
+        mailbox.loop_thread = thread
+        asyncio.run_coroutine_threadsafe(mailbox.start("tcp://127.0.0.1:0"), loop).result(10)
+        made.append((mailbox, loop, thread))
+    yield made[0][0], made[1][0]
+    for mailbox, loop, thread in made:
+        asyncio.run_coroutine_threadsafe(mailbox.close(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+
+
+def test_order_per_thread_is_kept_across_direct_and_queued_posts(
+    two_mailboxes: tuple[Mailbox, Mailbox], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = two_mailboxes
+    per_thread, threads = 1500, 3
+    recorder = _Recorder(b, per_thread * threads)
+    b.actors["rec"] = recorder
+    direct = {"yes": 0, "no": 0}
+    send_direct = Transport.send_direct
+
+    def counting(self: Transport, addr: str, env: Any) -> bool:
+        done = send_direct(self, addr, env)
+        direct["yes" if done else "no"] += 1
+        return done
+
+    monkeypatch.setattr(Transport, "send_direct", counting)
+    big = bytearray(256 * 1024)  # out of band: such posts always go through the loop
+
+    def sender(tag: str) -> None:
+        for i in range(per_thread):
+            entry = reply = None
+            if i % 10 == 0:  # some calls wait for their answer, so the direct path is taken
+                entry = OncePort()
+                reply = a.open_port(entry, (b.address,))
+            blob = big if i % 10 == 1 else b""  # queued; the next post may go direct
+            a.post(b.address, Call(CALL, "rec", "m", encode((tag, i, blob)), reply, None, None))
+            if entry is not None:
+                entry.cf.result(10)
+
+    workers = [threading.Thread(target=sender, args=(f"t{n}",)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(30)
+    assert recorder.all_in.wait(30)
+    for n in range(threads):
+        mine = [index for tag, index in recorder.seen if tag == f"t{n}"]
+        assert mine == list(range(per_thread))
+    assert direct["yes"] > 0 and direct["no"] > 0  # both paths were taken
+
+
+def test_a_lone_call_and_its_reply_take_the_direct_path(
+    two_mailboxes: tuple[Mailbox, Mailbox],
+) -> None:
+    a, b = two_mailboxes
+    recorder = _Recorder(b, 3)
+    b.actors["rec"] = recorder
+    for i in range(3):
+        entry = OncePort()
+        reply = a.open_port(entry, (b.address,))
+        a.post(b.address, Call(CALL, "rec", "m", encode(("x", i, b"")), reply, None, None))
+        entry.cf.result(10)
+    # The connection was up and idle for the last calls: no flush of the loop carried them.
+    peer = a.transport._peers[b.address]
+    assert peer.heard and not peer.queue
