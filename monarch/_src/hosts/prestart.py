@@ -16,6 +16,9 @@ import threading
 
 __all__ = ["PROC_MARKER", "prestart_zygote", "start_zygote", "take_prestarted"]
 
+# The directory that holds the `monarch` package this process imported.
+_MONARCH_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 PROC_MARKER = "MONARCH_PROC"  # set in the environment of the zygote and every proc
 
 _lock = threading.Lock()
@@ -34,6 +37,10 @@ def start_zygote() -> tuple[subprocess.Popen[bytes], int]:
             [sys.executable, "-m", "monarch._src.hosts.zygote", str(reply_w)],
             stdin=subprocess.PIPE,
             pass_fds=(reply_w,),
+            # `-m` puts the working directory first on sys.path: started in the directory that
+            # holds this monarch, the zygote imports this one, not a `monarch/` in the user's
+            # working directory (each proc then restores the controller's directory).
+            cwd=_MONARCH_ROOT,
             env={
                 **os.environ,
                 "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
