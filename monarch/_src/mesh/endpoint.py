@@ -75,8 +75,9 @@ def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
 
 class _Sent:
     """One posted call, as its Future needs it later: how to decode the reply of a single-rank
-    call (and count it as answered) and how to cancel the call. One small object, not closures:
-    a caller may keep thousands of calls in flight."""
+    call (and count it as answered) and how to cancel the call. One small object (itself the
+    decoder), not closures: a caller may keep thousands of calls in flight, and each object
+    costs the garbage collector."""
 
     __slots__ = ("endpoint", "reply", "ranks", "spawned")
 
@@ -87,7 +88,8 @@ class _Sent:
         self.ranks = ranks  # the targeted local ranks, None for all
         self.spawned = spawned  # a single-rank call's rank in the mesh as spawned
 
-    def decode(self, raw: Any) -> Any:
+    def __call__(self, raw: Any) -> Any:
+        """Decode the reply of a single-rank call."""
         endpoint = self.endpoint
         traffic.count_answered(endpoint._mesh._key, self.spawned)
         return endpoint._decode_one(raw)
@@ -105,7 +107,7 @@ class Endpoint(Generic[P, R]):
     returns (`Endpoint[..., int]` in annotations).
     """
 
-    __slots__ = ("_mesh", "_name", "_method", "_explicit", "_propagator")
+    __slots__ = ("_mesh", "_name", "_method", "_explicit", "_propagator", "_map_error")
 
     def __init__(
         self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool,
@@ -117,6 +119,8 @@ class Endpoint(Generic[P, R]):
         self._explicit = explicit  # the method takes a response port after self
         # as_endpoint(propagate=...): shapes `rref` results (else the @endpoint's propagate)
         self._propagator = propagator
+        # `_supervision`, bound once: every call's Future holds it.
+        self._map_error: Callable[[BaseException], BaseException] = self._supervision
 
     # ---- the common path ----------------------------------------------------------------
     def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -217,7 +221,7 @@ class Endpoint(Generic[P, R]):
         ranks = [rank]
         self._post(payload, reply, ranks, checked=True)
         sent = _Sent(self, reply, ranks, mesh._spawned_local(ranks)[0])
-        return Future.from_concurrent(entry.cf, sent.decode, self._supervision, sent.cancel)
+        return Future.from_concurrent(entry.cf, sent, self._map_error, sent.cancel)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> MeshFuture[R]:
         """Call every actor; gather the replies into a ValueMesh shaped like this mesh.
