@@ -238,3 +238,12 @@ def _address(view: memoryview) -> int:
     import ctypes
 
     return ctypes.addressof(ctypes.c_ubyte.from_buffer(view))
+
+
+def test_receive_buffer_is_a_bytearray_below_the_pooled_size_and_pooled_from_it() -> None:
+    small = bufpool.receive_buffer(bufpool.POOLED_FROM - 1)
+    assert type(small) is bytearray and len(small) == bufpool.POOLED_FROM - 1
+    allocations, reuses = bufpool.POOL.allocations, bufpool.POOL.reuses
+    large = bufpool.receive_buffer(bufpool.POOLED_FROM)
+    assert type(large) is memoryview and large.nbytes == bufpool.POOLED_FROM
+    assert bufpool.POOL.allocations + bufpool.POOL.reuses == allocations + reuses + 1

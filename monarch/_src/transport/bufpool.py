@@ -42,7 +42,10 @@ from typing import Final
 
 from monarch._src.config import get as config_get
 
-__all__ = ["POOL", "BufferPool", "acquire", "size_class"]
+__all__ = ["POOL", "POOLED_FROM", "BufferPool", "acquire", "receive_buffer", "size_class"]
+
+# Bodies of fewer bytes than this are cheaper as a plain bytearray than as a pooled mapping.
+POOLED_FROM: Final = 256 * 1024
 
 # Buffers are rounded up to one of this many sizes per power of two.
 _STEPS: Final = 16
@@ -183,6 +186,12 @@ POOL: Final = BufferPool()
 def acquire(size: int) -> memoryview:
     """A pooled receive buffer of `size` bytes from this process's pool (see `BufferPool`)."""
     return POOL.acquire(size)
+
+
+def receive_buffer(size: int) -> bytearray | memoryview:
+    """A writable buffer to read a received body of `size` bytes into: pooled from
+    `POOLED_FROM` bytes up, a fresh bytearray below."""
+    return acquire(size) if size >= POOLED_FROM else bytearray(size)
 
 
 def _after_fork_in_child() -> None:

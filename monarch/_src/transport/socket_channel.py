@@ -36,7 +36,7 @@ logger = logging.getLogger(__name__)
 HEAD = struct.Struct("<QI")
 ALIGN = 64  # frames start at multiples of this many bytes from the body's start
 _PAD = bytes(ALIGN)
-_STAGING = 256 * 1024  # batches up to this size are cut from the staging buffer
+_STAGING = bufpool.POOLED_FROM  # batches up to this size are cut from the staging buffer
 _IOV_MAX = 512  # buffers per sendmsg call (the kernel's limit is 1024)
 
 
