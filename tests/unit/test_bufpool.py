@@ -10,6 +10,7 @@ import asyncio
 import gc
 import socket
 import threading
+import weakref
 
 import pytest
 
@@ -122,9 +123,15 @@ def test_the_pool_keeps_at_most_its_bound_dropping_the_least_recently_freed() ->
     pool = BufferPool(3 * MIB)
     leases = [pool.acquire(MIB) for _ in range(5)]
     addresses = [_address(view) for view in leases]
+    mappings = []
     while leases:  # freed in order 0..4: 0 and 1 are unmapped, 2..4 kept
         del leases[0]
+        [newest] = [b for b in pool._order.values() if b.address == addresses[len(mappings)]]
+        mappings.append(weakref.ref(newest.mapping))
+        del newest
     assert pool.free_bytes == 3 * MIB
+    # The dropped mappings are gone (an mmap object unmaps its memory when freed).
+    assert [m() is None for m in mappings] == [True, True, False, False, False]
     again = [pool.acquire(MIB) for _ in range(3)]
     assert sorted(_address(view) for view in again) == sorted(addresses[2:])
     assert pool.reuses == 3 and pool.allocations == 5

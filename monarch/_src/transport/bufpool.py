@@ -33,6 +33,7 @@ alive, so it would die while arrays still use the memory); polling the mapping's
 from __future__ import annotations
 
 import ctypes
+import errno
 import mmap
 import os
 import threading
@@ -68,7 +69,7 @@ def size_class(size: int) -> int:
 def _map(size: int) -> mmap.mmap:
     """A private anonymous mapping of `size` bytes, every page faulted in now (huge pages when
     transparent huge pages are available for it)."""
-    if _MADV_HUGEPAGE is None or not hasattr(mmap.mmap, "madvise"):
+    if _MADV_HUGEPAGE is None:  # not Linux
         return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_POPULATE)
     mapping = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if size >= _HUGE_PAGE:
@@ -78,7 +79,10 @@ def _map(size: int) -> mmap.mmap:
             pass
     try:
         mapping.madvise(_MADV_POPULATE_WRITE)
-    except OSError:  # a kernel older than 5.14: touch one byte per page instead
+    except OSError as exc:
+        if exc.errno != errno.EINVAL:
+            raise  # out of memory: refused now, rather than by the OOM killer later
+        # A kernel older than 5.14: touch one byte per page instead.
         mapping[::_PAGE] = bytes(len(range(0, size, _PAGE)))
     return mapping
 
