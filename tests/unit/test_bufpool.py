@@ -254,3 +254,11 @@ def test_receive_buffer_is_a_bytearray_below_the_pooled_size_and_pooled_from_it(
     large = bufpool.receive_buffer(bufpool.POOLED_FROM)
     assert type(large) is memoryview and large.nbytes == bufpool.POOLED_FROM
     assert bufpool.POOL.allocations + bufpool.POOL.reuses == allocations + reuses + 1
+
+
+async def test_socket_channel_reads_a_batch_larger_than_one_read_burst_intact() -> None:
+    from monarch._src.transport import socket_channel
+
+    payload = bytes(range(256)) * ((socket_channel._READ_BURST * 5 // 2) // 256)
+    [[frame]] = await _exchange([payload])
+    assert frame.nbytes == len(payload) and frame == payload

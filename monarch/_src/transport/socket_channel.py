@@ -37,6 +37,7 @@ HEAD = struct.Struct("<QI")
 ALIGN = 64  # frames start at multiples of this many bytes from the body's start
 _PAD = bytes(ALIGN)
 _STAGING = bufpool.POOLED_FROM  # batches up to this size are cut from the staging buffer
+_READ_BURST = 16 << 20  # bytes of a large batch read per wake-up at most (about 10 ms)
 _IOV_MAX = 512  # buffers per sendmsg call (the kernel's limit is 1024)
 
 
@@ -216,17 +217,18 @@ class SocketChannel:
             self._close(exc)
 
     def _read_body(self, body: memoryview) -> None:
-        """Read the rest of a large batch, as much as the kernel has (BlockingIOError once it
-        has nothing more): fewer trips through the event loop while a big tensor streams in."""
-        while True:
+        """Read more of a large batch: whatever the kernel has (BlockingIOError once it has
+        nothing more), up to `_READ_BURST` bytes per wake-up. Fewer trips through the event loop
+        while a big tensor streams in, without holding the loop's other work back for long."""
+        stop = min(len(body), self._body_pos + _READ_BURST)
+        while self._body_pos < stop:
             n = self.sock.recv_into(body[self._body_pos :])
             if n == 0:
                 raise ConnectionResetError("the peer closed the connection")
             self._body_pos += n
-            if self._body_pos == len(body):
-                self._body = None
-                self._deliver(body, self._body_frames)
-                return
+        if self._body_pos == len(body):
+            self._body = None
+            self._deliver(body, self._body_frames)
 
     def _parse(self) -> None:
         buf = self._buf
