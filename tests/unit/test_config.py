@@ -100,6 +100,7 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "mesh_terminate_concurrency": 16,
     "mesh_terminate_timeout": "10s",
     "small_write_threshold": 64 * 1024,
+    "recv_buffer_pool_bytes": 256 * 1024**2,
     "max_cast_dimension_size": 16,
     "remote_alloc_bind_to_inaddr_any": False,
     "remote_alloc_bootstrap_addr": None,

@@ -118,6 +118,16 @@ def _admin_addr(value: object) -> object:
 _peer_affinity.refuses_all_but_default = True  # type: ignore[attr-defined]
 
 
+def _pool_bytes(value: object) -> object:
+    assert isinstance(value, int)
+    if value < 0:
+        raise ValueError(
+            f"Config key 'recv_buffer_pool_bytes' expects a number of bytes >= 0 (0 turns the "
+            f"pool of receive buffers off), got {value!r}."
+        )
+    return value
+
+
 def _port_range(value: object) -> object:
     assert isinstance(value, slice)
     start, stop = value.start, 65536 if value.stop is None else value.stop
@@ -224,6 +234,13 @@ _TABLE: tuple[ConfigKey, ...] = (
          "into the message; larger ones are sent by reference, without a copy (bytes and "
          "bytearray objects go by reference from 64 KiB whatever this says). Meta's Monarch "
          "defaults to 256; 64 KiB is what measured fastest here.", _MESH),
+    _key("recv_buffer_pool_bytes", _I, 256 * 1024**2,
+         "Bytes of free receive buffers each process keeps mapped for reuse: a message over "
+         "256 KiB (a large array or tensor argument) is read from the socket into a pooled, "
+         "pre-faulted buffer that becomes the memory of the arrays and tensors built from it, "
+         "and goes back to the pool once they are freed. The least recently freed buffers are "
+         "unmapped first beyond this bound; 0 turns pooling off (a fresh mapping per "
+         "message).", _M, check=_pool_bytes),
     _refused_key("max_cast_dimension_size", _I, 16, "Fan-out of the cast tree per dimension.",
                  _MESH,
                  "Casts go from the caller straight to every proc of the mesh, not through a "

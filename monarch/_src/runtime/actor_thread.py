@@ -100,6 +100,9 @@ class ActorThread:
                     await result
             except Exception:  # handlers report their own errors; this is a bug of ours
                 logger.exception("monarch: actor %s failed to handle a message", self.name)
+            # Free the handled message's arguments now, not when the next message comes: a
+            # large one pins a pooled receive buffer (transport/bufpool.py) until then.
+            message = result = None
 
 
 def _cancel_remaining(loop: asyncio.AbstractEventLoop) -> None:

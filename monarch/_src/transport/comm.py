@@ -36,6 +36,7 @@ import socket
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.transport import bufpool
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
     HEAD,
@@ -170,7 +171,7 @@ class _StreamChannel:
         await self.stream.read_into(head)
         total, n = HEAD.unpack(head)
         check_header(total, n, _frame_limit())
-        body = bytearray(total)
+        body = bufpool.receive_buffer(total)
         await self.stream.read_into(body)
         return split_body(body, n)
 

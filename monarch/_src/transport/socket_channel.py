@@ -3,8 +3,10 @@
 Used for tcp comms once Dask's handshake is done: the socket is taken over from the comm, and
 from then on each batch costs one `sendmsg` (a gather write, so large frames are never copied)
 and, on the receiving side, one `recv_into` into a staging buffer from which every complete batch
-is cut. A batch larger than the staging buffer is read straight into a buffer of its own, which
-becomes the memory of the arrays and tensors decoded from it.
+is cut. A batch larger than the staging buffer is read straight into a pooled, pre-faulted buffer
+of its own (`bufpool`), which becomes the memory of the arrays and tensors decoded from it: no
+byte is copied between the socket and the actor's argument, and the buffer is reused once those
+are freed.
 
 Rejected alternatives: tornado's IOStream (what Dask's comm reads and writes through) costs two
 futures and an epoll re-registration per message; asyncio's transports copy whatever the kernel
@@ -12,20 +14,21 @@ did not take at once, which for a 64 MiB tensor is most of it.
 
 Framing: `<total body length: u64><frame count: u32>`, then the body: one u64 length per frame,
 then the frames, each starting at a multiple of `ALIGN` bytes from the body's start. Received
-bodies are fresh `bytearray`s (16-byte aligned), so frames arrive aligned for any dtype and
-tensors can be built on them without a copy.
+bodies are writable and at least 16-byte aligned (fresh `bytearray`s, or page-aligned pooled
+buffers), so frames arrive aligned for any dtype and tensors can be built on them without a copy.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import mmap
 import socket
 import struct
 import threading
 from collections import deque
 from typing import Any, Callable
+
+from monarch._src.transport import bufpool
 
 __all__ = ["HEAD", "ProtocolError", "SocketChannel", "check_header", "frame_buffers", "split_body"]
 
@@ -34,23 +37,9 @@ logger = logging.getLogger(__name__)
 HEAD = struct.Struct("<QI")
 ALIGN = 64  # frames start at multiples of this many bytes from the body's start
 _PAD = bytes(ALIGN)
-_STAGING = 256 * 1024  # batches up to this size are cut from the staging buffer
+_STAGING = bufpool.POOLED_FROM  # batches up to this size are cut from the staging buffer
+_READ_BURST = 16 << 20  # bytes of a large batch read per wake-up at most (about 10 ms)
 _IOV_MAX = 512  # buffers per sendmsg call (the kernel's limit is 1024)
-
-
-def _allocate(size: int) -> Any:
-    """A writable buffer for a large body, its pages faulted in up front (MAP_POPULATE): one
-    kernel call instead of a page fault per 4 KiB while the bytes arrive."""
-    if size >= _POPULATE_FROM and _MAP_POPULATE:
-        try:
-            return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | _MAP_POPULATE)
-        except OSError:
-            pass
-    return bytearray(size)
-
-
-_POPULATE_FROM = 1 << 20
-_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
 
 
 def _padding(offset: int) -> int:
@@ -139,7 +128,7 @@ class SocketChannel:
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
-        self._body: bytearray | None = None  # a large batch being read into its own buffer
+        self._body: memoryview | None = None  # a large batch being read into a pooled buffer
         self._body_pos = 0
         self._body_frames = 0
         self._unsent: deque[memoryview] = deque()  # what the kernel has not taken yet
@@ -248,13 +237,7 @@ class SocketChannel:
     def _readable(self) -> None:
         try:
             if self._body is not None:
-                n = self.sock.recv_into(memoryview(self._body)[self._body_pos :])
-                if n == 0:
-                    raise ConnectionResetError("the peer closed the connection")
-                self._body_pos += n
-                if self._body_pos == len(self._body):
-                    body, self._body = self._body, None
-                    self._deliver(body, self._body_frames)
+                self._read_body(self._body)
                 return
             if self._end == len(self._buf):
                 self._compact()
@@ -271,6 +254,20 @@ class SocketChannel:
             logger.warning("monarch: closing a connection that sent a bad batch: %s", exc)
             self._close(exc)
 
+    def _read_body(self, body: memoryview) -> None:
+        """Read more of a large batch: whatever the kernel has (BlockingIOError once it has
+        nothing more), up to `_READ_BURST` bytes per wake-up. Fewer trips through the event loop
+        while a big tensor streams in, without holding the loop's other work back for long."""
+        stop = min(len(body), self._body_pos + _READ_BURST)
+        while self._body_pos < stop:
+            n = self.sock.recv_into(body[self._body_pos :])
+            if n == 0:
+                raise ConnectionResetError("the peer closed the connection")
+            self._body_pos += n
+        if self._body_pos == len(body):
+            self._body = None
+            self._deliver(body, self._body_frames)
+
     def _parse(self) -> None:
         buf = self._buf
         limit = _frame_limit()
@@ -286,11 +283,11 @@ class SocketChannel:
                     return
                 continue
             if HEAD.size + total > len(buf):
-                # Too large for staging: read the rest straight into its own buffer.
-                body = _allocate(total)
+                # Too large for staging: read the rest straight into a buffer of its own.
+                large = bufpool.acquire(total)
                 have = self._end - begin
-                body[:have] = self._view[begin : self._end]
-                self._body, self._body_pos, self._body_frames = body, have, nframes
+                large[:have] = self._view[begin : self._end]
+                self._body, self._body_pos, self._body_frames = large, have, nframes
                 self._start = self._end = 0
             break
         if self._start == self._end:
@@ -301,7 +298,7 @@ class SocketChannel:
         self._buf[:pending] = self._view[self._start : self._end]
         self._start, self._end = 0, pending
 
-    def _deliver(self, body: bytearray, nframes: int) -> None:
+    def _deliver(self, body: bytearray | memoryview, nframes: int) -> None:
         if self._on_frames is not None:
             self._on_frames(split_body(body, nframes))
 
