@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit compat compat-reference bench docs clean
+.PHONY: demo test unit compat compat-reference bench bench-quick docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,16 +46,15 @@ compat-reference:
 	bash benchmarks/setup_peer.sh
 	$(PYTHON) tests/compat/run.py --python $(PEER_PY)
 
-# W1-W5 side by side with torchmonarch (benchmarks/setup_peer.sh builds its venv), then the
-# standalone workloads; each prints one JSON report.
+# Every benchmark (W1-W5 side by side with torchmonarch, whose venv benchmarks/setup_peer.sh
+# builds; W6, W7, W8 and the standalone ones), one after the other: each report goes to
+# benchmarks/results/<date>-<name>.json with the load and the commit (benchmarks/all.py).
+# `make bench-quick` runs their smoke tests into a temporary folder.
 bench: $(STAMP)
-	$(PY) benchmarks/run.py
-	cd benchmarks && ../$(PY) rdma_bench.py
-	$(PY) benchmarks/tensor_bench.py
-	$(PY) benchmarks/simulator_validation.py
-	$(PY) benchmarks/telemetry_overhead.py
-	$(PY) benchmarks/remote_hosts.py
-	$(PY) benchmarks/notebook_interrupt.py
+	$(PY) benchmarks/all.py
+
+bench-quick: $(STAMP)
+	$(PY) benchmarks/all.py --quick
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
 # with warnings as errors (tests/docs/test_api_reference.py).

@@ -105,6 +105,16 @@ def _commands(args: argparse.Namespace) -> dict[str, tuple[list[str], dict[str, 
 
 
 def _last_json_object(text: str) -> dict[str, Any] | None:
+    """The report a program printed: its whole stdout as one (indented) JSON object, else the
+    last line that is one."""
+    if text.lstrip().startswith("{"):
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            if isinstance(whole, dict):
+                return whole
     for line in reversed(text.splitlines()):
         line = line.strip()
         if line.startswith("{"):
