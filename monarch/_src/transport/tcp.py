@@ -105,10 +105,16 @@ def _concrete_host(host: str, family: int) -> str:
             return "::1" if v6 else "127.0.0.1"
 
 
-def _refuse_plain(addr: str, args: dict[str, Any]) -> None:
+def _check_args(addr: str, args: dict[str, Any]) -> None:
+    """Refuse what a plain tcp connection cannot honour: encryption (Dask's TLS arguments say
+    `require_encryption`), or any argument but `timeout`."""
     if args.get("require_encryption"):
         raise RuntimeError(f"TLS is on (enable_tls): refusing the unencrypted address {addr!r}; "
                            "peers listen on tls:// addresses when TLS is on.")
+    unknown = set(args) - {"timeout", "require_encryption"}
+    if unknown:
+        raise TypeError(f"Connection arguments {sorted(unknown)} do not apply to {addr}: a tcp "
+                        "connection takes only 'timeout' (seconds).")
 
 
 # ---- socket options ------------------------------------------------------------------------------
@@ -214,11 +220,7 @@ async def connect(addr: str, hello: str, args: dict[str, Any]) -> socket.socket:
     """A connected, tuned socket to the tcp listener at `addr`, its opening exchange done (we
     announce our listen address `hello`). `args` are the transport's connection arguments:
     `timeout` (seconds; default `message_delivery_timeout`) bounds the retried connect."""
-    _refuse_plain(addr, args)
-    unknown = set(args) - {"timeout", "require_encryption"}
-    if unknown:
-        raise TypeError(f"Connection arguments {sorted(unknown)} do not apply to {addr}: a tcp "
-                        "connection takes only 'timeout' (seconds).")
+    _check_args(addr, args)
     host, port = parse_address(addr)
     timeout = args.get("timeout")
     timeout = duration_seconds("message_delivery_timeout") if timeout is None else float(timeout)
@@ -293,7 +295,7 @@ class Listener:
 
     def __init__(self, address: str, on_connection: Callable[[socket.socket, str], None],
                  args: dict[str, Any] | None = None) -> None:
-        _refuse_plain(address, args or {})
+        _check_args(address, args or {})
         self.host, self.port = parse_address(address, default_port=0)
         self.on_connection = on_connection
         self.contact_address = ""  # 'tcp://host:port' once started
