@@ -35,7 +35,7 @@ import sys
 import time
 from typing import Any, Callable
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
 
 from monarch._src.config import duration_seconds, get as config_get
 
