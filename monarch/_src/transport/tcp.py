@@ -35,8 +35,6 @@ import sys
 import time
 from typing import Any, Callable
 
-import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
-
 from monarch._src.config import duration_seconds, get as config_get
 
 __all__ = ["Listener", "connect", "parse_address", "set_congestion_control", "tune"]
@@ -171,8 +169,15 @@ def _handshake_info() -> dict[str, Any]:
     return {"compression": None, "python": tuple(sys.version_info)[:3], "pickle-protocol": 5}
 
 
+def _msgpack() -> Any:
+    """msgpack, imported on the first handshake rather than with monarch."""
+    import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
+
+    return msgpack
+
+
 async def _write(sock: socket.socket, msg: dict[str, Any]) -> None:
-    frame = msgpack.packb(msg, use_bin_type=True)
+    frame = _msgpack().packb(msg, use_bin_type=True)
     prelude = _U64.pack(1) + _U64.pack(len(frame))
     data = _U64.pack(len(prelude) + len(frame)) + prelude + frame
     await asyncio.get_running_loop().sock_sendall(sock, data)
@@ -204,7 +209,7 @@ async def _read(sock: socket.socket) -> dict[str, Any]:
     if length != size - 2 * _U64.size:
         raise HandshakeError("an opening message whose frame does not fill it")
     try:
-        msg = msgpack.unpackb(body[2 * _U64.size:], raw=False, strict_map_key=False,
+        msg = _msgpack().unpackb(body[2 * _U64.size:], raw=False, strict_map_key=False,
                               use_list=False)
     except Exception as exc:
         raise HandshakeError(f"an opening message that is not msgpack ({exc})") from exc
@@ -273,10 +278,12 @@ async def _connect_once(loop: asyncio.AbstractEventLoop, host: str, port: int) -
 
 async def _resolve(loop: asyncio.AbstractEventLoop, host: str, port: int,
                    passive: bool = False) -> tuple[int, Any]:
-    """The first (family, sockaddr) for host:port; numeric hosts without a thread."""
+    """The first (family, sockaddr) for host:port; numeric hosts without a thread (and, given
+    as bytes, without importing the idna codec)."""
     flags = socket.AI_PASSIVE if passive else 0
     try:
-        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM,
+        name = (host.encode() if host.isascii() else host) if host else None
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM,
                                    flags=flags | socket.AI_NUMERICHOST | socket.AI_NUMERICSERV)
     except socket.gaierror as exc:
         if exc.errno != socket.EAI_NONAME:
