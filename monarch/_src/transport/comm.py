@@ -35,7 +35,7 @@ import pickle
 import socket
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
-from monarch._src.config import get as config_get
+from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.transport import tcp
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
@@ -86,7 +86,11 @@ _closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "co
 def preload() -> None:
     """Import now what a proc's transport will need (a fork server does, so that its children
     need not): Dask's comm layer, unless procs listen on plain tcp, which does without it."""
-    if not default_listen_address().startswith(tcp.PREFIX):
+    try:
+        address = default_listen_address()
+    except ValueError:  # a transport the procs will refuse when they start: nothing to load
+        return
+    if not _plain_tcp(address):
         _dask()
 
 
@@ -353,7 +357,9 @@ class _Peer:
         if _plain_tcp(self.addr):
             sock = await tcp.connect(self.addr, self.transport.address, self.transport.conn_args)
             return SocketChannel(sock, None, self._closed_under_us)
-        comm = self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
+        # As on plain tcp: a refused connect is retried for message_delivery_timeout.
+        args = {"timeout": duration_seconds("message_delivery_timeout"), **self.transport.conn_args}
+        comm = self.comm = await connect(self.addr, deserialize=False, **args)
         raw = _can_take_socket(comm)
         await comm.write({"hello": self.transport.address, "raw": raw})
         if not raw:
