@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import struct
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -186,6 +187,17 @@ async def test_tcp_listener_drops_a_stranger_and_keeps_serving(
     a = await nodes()
     a.transport.send(b.address, ("still",))
     assert await b.next_batch() == (a.address, [("still",)])
+
+
+async def test_tcp_close_drops_connections_still_in_their_handshake(nodes: Any) -> None:
+    b = await nodes()
+    host, port = tcp.parse_address(b.address)
+    reader, writer = await asyncio.open_connection(host, port)
+    (size,) = struct.unpack("Q", await asyncio.wait_for(reader.readexactly(8), WAIT))
+    await asyncio.wait_for(reader.readexactly(size), WAIT)  # the listener now waits for ours
+    await b.transport.close()
+    assert await asyncio.wait_for(reader.read(), WAIT) == b""
+    writer.close()
 
 
 async def test_tcp_listener_on_a_wildcard_host_gives_a_reachable_address(nodes: Any) -> None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import random
 import socket
@@ -296,6 +297,11 @@ async def _resolve(loop: asyncio.AbstractEventLoop, host: str, port: int,
 # ---- listening -----------------------------------------------------------------------------------
 
 
+def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        conn.close()
+
+
 class Listener:
     """Accepts tcp connections at `address` ('tcp://host:port', port 0 for any) and hands each
     one, its opening exchange done, to `on_connection(sock, peer_listen_address)` on the loop."""
@@ -352,7 +358,10 @@ class Listener:
             except OSError:  # reset before we could set it up
                 conn.close()
                 continue
-            self._handshaking[conn] = loop.create_task(self._handshake(conn))
+            task = loop.create_task(self._handshake(conn))
+            # A task cancelled before it ran never enters `_handshake`: close its socket here.
+            task.add_done_callback(functools.partial(_close_if_cancelled, conn))
+            self._handshaking[conn] = task
 
     async def _handshake(self, conn: socket.socket) -> None:
         try:
@@ -363,9 +372,6 @@ class Listener:
             if not isinstance(peer, str) or not hello.get("raw"):
                 raise HandshakeError(f"expected a hello with a raw tcp stream, got {hello!r}")
             await _write(conn, {"ack": True})
-        except asyncio.CancelledError:
-            conn.close()
-            raise
         except (OSError, HandshakeError) as exc:
             logger.info("monarch: a connection to %s failed before its handshake completed: %s",
                         self.contact_address, exc)
