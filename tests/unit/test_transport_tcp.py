@@ -155,6 +155,8 @@ async def test_tcp_connect_gives_up_after_its_timeout_with_dasks_words(nodes: An
 async def test_tcp_refuses_connection_arguments_it_does_not_use(nodes: Any) -> None:
     with pytest.raises(TypeError, match=r"\['ssl_context'\] do not apply"):
         await tcp.connect("tcp://127.0.0.1:1", "tcp://me:1", {"ssl_context": object()})
+    with pytest.raises(TypeError, match="positive number of seconds, not '30s'"):
+        await tcp.connect("tcp://127.0.0.1:1", "tcp://me:1", {"timeout": "30s"})
     node = await nodes({"ssl_context": None}, start=False)
     with pytest.raises(TypeError, match="ssl_context"):
         await node.start()
@@ -242,7 +244,7 @@ async def test_tcp_sockets_get_keepalive_and_user_timeout_on_both_ends(nodes: An
         assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 10
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 2
-        assert sock.getsockopt(socket.IPPROTO_TCP, 18) == 30_000  # TCP_USER_TIMEOUT
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 30_000
 
 
 # ---- addresses -----------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ done; Dask's comm layer was only needed for that exchange, and importing it (dis
 tornado, dask.config, numpy) costs about 0.45 s, which a controller used to pay on its first
 `this_host()`. This module does the same exchange with asyncio's socket calls, on the same wire
 format as Dask's tcp comm, so either end may be a process that still opens its tcp connections
-through `distributed.comm` (an older monarch, or the `unix.py`-style Dask backends):
+through `distributed.comm` (an older monarch):
 
 1. both ends write a Dask handshake (`{"compression": None, "python": ..., "pickle-protocol":
    5}`), then read the other's;
@@ -38,7 +38,8 @@ from typing import Any, Callable
 
 from monarch._src.config import duration_seconds, get as config_get
 
-__all__ = ["Listener", "connect", "parse_address", "set_congestion_control", "tune"]
+__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "parse_address",
+           "set_congestion_control", "tune", "unparse_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +53,6 @@ _BACKLOG = 2048  # as Dask's `distributed.comm.socket-backlog`
 _KEEPALIVE_PROBES = 10
 _KEEPALIVE_INTERVAL = 2
 _USER_TIMEOUT_MS = 30_000
-_TCP_USER_TIMEOUT = 18  # Linux, since 2.6.37 (`socket.TCP_USER_TIMEOUT` from Python 3.12)
 
 
 class HandshakeError(ValueError):
@@ -114,6 +114,10 @@ def _check_args(addr: str, args: dict[str, Any]) -> None:
     if unknown:
         raise TypeError(f"Connection arguments {sorted(unknown)} do not apply to {addr}: a tcp "
                         "connection takes only 'timeout' (seconds).")
+    timeout = args.get("timeout")
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise TypeError(f"The connection timeout for {addr} must be a positive number of "
+                        f"seconds, not {timeout!r}.")
 
 
 # ---- socket options ------------------------------------------------------------------------------
@@ -152,13 +156,14 @@ def tune(sock: socket.socket) -> socket.socket:
     set_congestion_control(sock)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     idle = getattr(socket, "TCP_KEEPIDLE", None)
-    if idle is not None:
+    if idle is not None:  # Linux (macOS names it TCP_KEEPALIVE: the system default stays)
         seconds = max(1, int(duration_seconds("channel_tcp_keepalive_idle")))
         sock.setsockopt(socket.IPPROTO_TCP, idle, seconds)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, _KEEPALIVE_INTERVAL)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, _KEEPALIVE_PROBES)
-    if sys.platform.startswith("linux"):
-        sock.setsockopt(socket.IPPROTO_TCP, _TCP_USER_TIMEOUT, _USER_TIMEOUT_MS)
+    user_timeout = getattr(socket, "TCP_USER_TIMEOUT", None)  # Linux only
+    if user_timeout is not None:
+        sock.setsockopt(socket.IPPROTO_TCP, user_timeout, _USER_TIMEOUT_MS)
     return sock
 
 
@@ -228,8 +233,8 @@ async def connect(addr: str, hello: str, args: dict[str, Any]) -> socket.socket:
     `timeout` (seconds; default `message_delivery_timeout`) bounds the retried connect."""
     _check_args(addr, args)
     host, port = parse_address(addr)
-    timeout = args.get("timeout")
-    timeout = duration_seconds("message_delivery_timeout") if timeout is None else float(timeout)
+    given = args.get("timeout")
+    timeout = duration_seconds("message_delivery_timeout") if given is None else float(given)
     sock = await _connect_with_retries(addr, host, port, timeout)
     try:
         await _write(sock, _handshake_info())
