@@ -8,12 +8,13 @@ what Monarch's per-(sender actor, receiver actor) ordering needs.
 
 A batch is a list of frames: frame 0 is the pickled list of envelopes, the rest are the
 out-of-band buffers of the payloads inside it, so large arrays and tensors are never copied into
-a msgpack frame. `distributed.comm` connects, listens and does its handshake (and TLS, when
-configured) for every scheme. Then, because Dask's per-message `write` (a `sizeof` walk, msgpack,
-offload checks) costs more than the rest of a call:
-* plain tcp comms hand their socket over to a `SocketChannel` (one `sendmsg` per batch, batches
-  cut from one `recv_into`), after a hello/ack exchange that guarantees no bytes are left
-  buffered in the comm;
+a msgpack frame. Plain `tcp://` is listened on and connected by `tcp.py` (asyncio sockets, Dask's
+handshake format, no Dask import); `distributed.comm` connects, listens and does its handshake
+(and TLS, when configured) for every other scheme. Then, because Dask's per-message `write` (a
+`sizeof` walk, msgpack, offload checks) costs more than the rest of a call:
+* plain tcp connections run on a `SocketChannel` (one `sendmsg` per batch, batches cut from one
+  `recv_into`) after a hello/ack exchange that guarantees no bytes are left buffered (a tcp comm
+  from Dask, at the other end, hands its socket over);
 * other stream comms (tls) carry batches on the comm's tornado stream with the same framing
   (`_StreamChannel`);
 * comms without a stream (inproc, used by unit tests) carry each batch as one `Serialized`
