@@ -80,7 +80,8 @@ class Comm(Protocol):
 
 
 # Dask's comm layer costs about 0.4 s to import (distributed, dask.config, numpy), so it is
-# imported when the first transport starts (`_dask`), not when monarch is.
+# imported (`_dask`) by the first listen or connect on a tls, unix or inproc address: never over
+# plain tcp.
 _closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "connection closed"
 
 
