@@ -92,7 +92,9 @@ def preload() -> None:
         address = default_listen_address()
     except ValueError:  # a transport the procs will refuse when they start: nothing to load
         return
-    if not _plain_tcp(address):
+    if _plain_tcp(address):
+        tcp.preload()
+    else:
         _dask()
 
 

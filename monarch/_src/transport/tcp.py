@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from monarch._src.config import duration_seconds, get as config_get
 
-__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "parse_address",
+__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "parse_address", "preload",
            "set_congestion_control", "tune", "unparse_address"]
 
 logger = logging.getLogger(__name__)
@@ -176,10 +176,15 @@ def _handshake_info() -> dict[str, Any]:
 
 
 def _msgpack() -> Any:
-    """msgpack, imported on the first handshake rather than with monarch."""
+    """msgpack, imported on the first handshake (or by `preload`) rather than with monarch."""
     import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
 
     return msgpack
+
+
+def preload() -> None:
+    """Import what the opening exchange needs now (a fork server does, for its children)."""
+    _msgpack()
 
 
 async def _write(sock: socket.socket, msg: dict[str, Any]) -> None:
