@@ -314,7 +314,9 @@ def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
 
 class Listener:
     """Accepts tcp connections at `address` ('tcp://host:port', port 0 for any) and hands each
-    one, its opening exchange done, to `on_connection(sock, peer_listen_address)` on the loop."""
+    one, its opening exchange done, to `on_connection(sock, peer_listen_address)` on the loop.
+    `args` are the transport's listen arguments, checked as `connect` checks them (their
+    `timeout` concerns connecting only)."""
 
     def __init__(self, address: str, on_connection: Callable[[socket.socket, str], None],
                  args: dict[str, Any] | None = None) -> None:
