@@ -263,3 +263,47 @@ def test_tcp_parse_address() -> None:
         tcp.parse_address("tcp://[::1")
     assert tcp.unparse_address("::1", 5) == "tcp://[::1]:5"
     assert tcp.unparse_address("10.0.0.1", 5) == "tcp://10.0.0.1:5"
+
+
+# ---- the opening messages ------------------------------------------------------------------------
+
+
+def _message(frames: list[bytes], size: int | None = None) -> bytes:
+    prelude = struct.pack(f"Q{len(frames)}Q", len(frames), *map(len, frames))
+    body = prelude + b"".join(frames)
+    return struct.pack("Q", len(body) if size is None else size) + body
+
+
+MALFORMED_OPENINGS = {
+    "huge": (_message([b"\x80"], size=1 << 40), "of 1099511627776 bytes"),
+    "two frames": (_message([b"\x80", b"\x80"]), "of 2 frames"),
+    "short frame": (struct.pack("QQQ", 17, 1, 5) + b"\x80", "does not fill it"),
+    "not msgpack": (_message([b"\xc1"]), "not msgpack"),
+    "not a map": (_message([b"\x93\x01\x02\x03"]), "a tuple, not a map"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_OPENINGS))
+async def test_tcp_malformed_opening_message_is_a_handshake_error(case: str) -> None:
+    data, words = MALFORMED_OPENINGS[case]
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        theirs.sendall(data)
+        with pytest.raises(tcp.HandshakeError, match=words):
+            await asyncio.wait_for(tcp._read(ours), WAIT)
+
+
+async def test_tcp_opening_message_is_what_dask_reads() -> None:
+    """Our framing of a message, read back by Dask's own frame parser and msgpack decoding."""
+    from distributed.protocol.core import loads
+    from distributed.protocol.utils import unpack_frames
+
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        ours.setblocking(False)
+        await tcp._write(ours, {"hello": "tcp://h:1", "raw": True})
+        data = theirs.recv(1 << 16)
+    (size,) = struct.unpack_from("Q", data)
+    assert size == len(data) - 8
+    assert loads(unpack_frames(data[8:]), deserialize=False) == {"hello": "tcp://h:1", "raw": True}
