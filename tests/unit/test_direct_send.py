@@ -52,6 +52,7 @@ def two_mailboxes() -> Iterator[tuple[Mailbox, Mailbox]]:
         asyncio.run_coroutine_threadsafe(mailbox.close(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)
+        loop.close()
 
 
 def test_order_per_thread_is_kept_across_direct_and_queued_posts(

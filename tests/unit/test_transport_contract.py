@@ -251,6 +251,18 @@ async def test_transport_unknown_address_reports_lost_envelopes(nodes: Any) -> N
     assert isinstance(err.__cause__, OSError)
 
 
+async def test_transport_connect_is_retried_for_message_delivery_timeout(nodes: Any) -> None:
+    # Without a `timeout` connection argument, the configured key bounds the retries.
+    with configured(message_delivery_timeout="300ms"):
+        a = await nodes()
+        nowhere = await _address_nobody_listens_on(nodes)
+        a.transport.send(nowhere, ("x",))
+        peer, lost, err = await a.next_lost()
+    assert (peer, lost) == (nowhere, [("x",)])
+    assert f"Could not reach {nowhere}" in str(err)
+    assert "after 0.3 s" in str(err)
+
+
 async def test_transport_failed_peer_later_send_lost_at_once(nodes: Any) -> None:
     a = await nodes(FAST_CONNECT)
     nowhere = await _address_nobody_listens_on(nodes)

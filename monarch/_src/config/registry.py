@@ -198,7 +198,8 @@ _TABLE: tuple[ConfigKey, ...] = (
          "Largest message batch in bytes: a bigger message is refused at the sender with an "
          "error naming this key, and a peer announcing one is disconnected.", _H),
     _key("message_delivery_timeout", _D, "30s",
-         "How long an undelivered message may wait before it is reported undeliverable.", _H),
+         "How long an undelivered message may wait before it is reported undeliverable; "
+         "connecting to a proc that does not answer is retried this long.", _H),
     _refused_key("message_ack_time_interval", _D, "500ms",
                  "Acknowledge received messages at least this often.", _H, _ACKS),
     _refused_key("message_ack_every_n_messages", _I, 1000,

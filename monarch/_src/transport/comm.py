@@ -8,12 +8,13 @@ what Monarch's per-(sender actor, receiver actor) ordering needs.
 
 A batch is a list of frames: frame 0 is the pickled list of envelopes, the rest are the
 out-of-band buffers of the payloads inside it, so large arrays and tensors are never copied into
-a msgpack frame. `distributed.comm` connects, listens and does its handshake (and TLS, when
-configured) for every scheme. Then, because Dask's per-message `write` (a `sizeof` walk, msgpack,
-offload checks) costs more than the rest of a call:
-* plain tcp comms hand their socket over to a `SocketChannel` (one `sendmsg` per batch, batches
-  cut from one `recv_into`), after a hello/ack exchange that guarantees no bytes are left
-  buffered in the comm;
+a msgpack frame. Plain `tcp://` is listened on and connected by `tcp.py` (asyncio sockets, Dask's
+handshake format, no Dask import); `distributed.comm` connects, listens and does its handshake
+(and TLS, when configured) for every other scheme. Then, because Dask's per-message `write` (a
+`sizeof` walk, msgpack, offload checks) costs more than the rest of a call:
+* plain tcp connections run on a `SocketChannel` (one `sendmsg` per batch, batches cut from one
+  `recv_into`) after a hello/ack exchange that guarantees no bytes are left buffered (a tcp comm
+  from Dask, at the other end, hands its socket over);
 * other stream comms (tls) carry batches on the comm's tornado stream with the same framing
   (`_StreamChannel`);
 * comms without a stream (inproc, used by unit tests) carry each batch as one `Serialized`
@@ -36,7 +37,7 @@ import socket
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
 from monarch._src.config import duration_seconds, get as config_get
-from monarch._src.transport import bufpool
+from monarch._src.transport import bufpool, tcp
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
     HEAD,
@@ -79,17 +80,27 @@ class Comm(Protocol):
 
 
 # Dask's comm layer costs about 0.4 s to import (distributed, dask.config, numpy), so it is
-# imported when the first transport starts (`_dask`), not when monarch is.
+# imported (`_dask`) by the first listen or connect on a tls, unix or inproc address: never over
+# plain tcp.
 _closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "connection closed"
 
 
 def preload() -> None:
-    """Import Dask's comm layer now (a fork server does, so that its children need not)."""
-    _dask()
+    """Import now what a proc's transport will need (a fork server does, so that its children
+    need not): Dask's comm layer, unless procs listen on plain tcp, which does without it."""
+    try:
+        address = default_listen_address()
+    except ValueError:  # a transport the procs will refuse when they start: nothing to load
+        return
+    if _plain_tcp(address):
+        tcp.preload()
+    else:
+        _dask()
 
 
 def _dask() -> Any:
-    """`distributed.comm.core`, imported (with the `unix://` backend registered) on first use."""
+    """`distributed.comm.core`, imported (with the `unix://` backend registered, and Dask's
+    compression off) on first use: only tls://, unix:// and inproc:// addresses need it."""
     global _closed_errors
     from distributed.comm import core
     from tornado.iostream import StreamClosedError
@@ -97,9 +108,17 @@ def _dask() -> Any:
     from monarch._src.transport import unix
 
     if not _closed_errors:
+        import dask.config
+
+        dask.config.set({"distributed.comm.compression": None})
         unix.register()  # peers may listen on unix:// addresses
         _closed_errors = (core.CommClosedError, StreamClosedError)
     return core
+
+
+def _plain_tcp(addr: str) -> bool:
+    """Whether `addr` is served by `tcp.py` (a plain tcp address) rather than Dask's comm."""
+    return addr.startswith(tcp.PREFIX)
 
 
 async def connect(addr: str, **kwargs: Any) -> Comm:
@@ -201,41 +220,11 @@ def _can_take_socket(comm: Comm) -> bool:
 
 
 def _take_socket(comm: Comm) -> socket.socket:
-    """Take the comm's connection over: a duplicate of its socket, the comm itself closed."""
+    """Take the comm's connection over: a duplicate of its socket (tuned as `tcp.tune` says),
+    the comm itself closed."""
     sock: socket.socket = comm.stream.socket.dup()  # type: ignore[attr-defined]  # tcp only
     comm.abort()
-    sock.setblocking(False)
-    if sock.family in (socket.AF_INET, socket.AF_INET6):  # not for unix-domain sockets
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        set_congestion_control(sock)
-        idle = getattr(socket, "TCP_KEEPIDLE", None)
-        if idle is not None:  # channel_tcp_keepalive_idle (Dask's comm turned keepalive on)
-            seconds = max(1, int(duration_seconds("channel_tcp_keepalive_idle")))
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-            sock.setsockopt(socket.IPPROTO_TCP, idle, seconds)
-    return sock
-
-
-_refused_algorithms: set[str] = set()
-
-
-def set_congestion_control(sock: socket.socket) -> None:
-    """Apply `channel_tcp_congestion` to a TCP socket, best effort: an algorithm the kernel
-    refuses (not built in, or not allowed for this user) is logged once and the socket keeps
-    the host default."""
-    algorithm = str(config_get("channel_tcp_congestion"))
-    option = getattr(socket, "TCP_CONGESTION", None)
-    if not algorithm or option is None:
-        return
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, option, algorithm.encode())
-    except OSError as exc:
-        if algorithm not in _refused_algorithms:
-            _refused_algorithms.add(algorithm)
-            logger.warning(
-                "monarch: channel_tcp_congestion=%r was refused by the kernel (%s); TCP "
-                "connections keep the host default. See "
-                "/proc/sys/net/ipv4/tcp_allowed_congestion_control.", algorithm, exc)
+    return tcp.tune(sock)
 
 
 def default_listen_address() -> str:
@@ -387,7 +376,12 @@ class _Peer:
             self.task = None
 
     async def _connect(self) -> SocketChannel | _StreamChannel | _CommChannel:
-        comm = self.comm = await connect(self.addr, deserialize=False, **self.transport.conn_args)
+        if _plain_tcp(self.addr):
+            sock = await tcp.connect(self.addr, self.transport.address, self.transport.conn_args)
+            return SocketChannel(sock, None, self._closed_under_us)
+        # As on plain tcp: a refused connect is retried for message_delivery_timeout.
+        args = {"timeout": duration_seconds("message_delivery_timeout"), **self.transport.conn_args}
+        comm = self.comm = await connect(self.addr, deserialize=False, **args)
         raw = _can_take_socket(comm)
         await comm.write({"hello": self.transport.address, "raw": raw})
         if not raw:
@@ -439,14 +433,15 @@ class Transport:
         self._closing = False
 
     async def start(self, address: str | None = None) -> str:
-        """Listen on `address` (default: loopback, tcp or tls as configured)."""
-        import dask.config
-
-        _dask()
-        dask.config.set({"distributed.comm.compression": None})
+        """Listen on `address` (default: loopback, tcp or tls as configured). Plain tcp is served
+        by `tcp.Listener`, every other scheme by Dask's comm layer."""
         if address is None:
             address = default_listen_address()
-        self._listener = listen(address, self._handle_comm, deserialize=False, **self.listen_args)
+        if _plain_tcp(address):
+            self._listener = tcp.Listener(address, self._handle_socket, self.listen_args)
+        else:
+            self._listener = listen(address, self._handle_comm, deserialize=False,
+                                    **self.listen_args)
         await self._listener.start()
         self.address = self._listener.contact_address
         return self.address
@@ -489,6 +484,21 @@ class Transport:
         if self._closing:
             return
         self._on_lost(peer.addr, lost, err)
+
+    def _handle_socket(self, sock: socket.socket, peer_addr: str) -> None:
+        """An incoming plain tcp connection from `peer_addr`, its handshake done (`tcp.py`)."""
+        if self._closing:
+            sock.close()
+            return
+        raw = SocketChannel(sock, lambda frames: self._received(peer_addr, frames),
+                            lambda exc: self._raw_closed(raw, peer_addr, exc))
+        self._raw_incoming.add(raw)
+
+    def _raw_closed(self, raw: SocketChannel, peer_addr: str, exc: BaseException) -> None:
+        """An incoming raw connection broke (or was aborted by `close`)."""
+        self._raw_incoming.discard(raw)
+        if not self._closing:
+            self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
 
     async def _handle_comm(self, comm: Comm) -> None:
         self._incoming.add(comm)
