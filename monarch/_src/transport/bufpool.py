@@ -17,9 +17,9 @@ the buffer torch.frombuffer holds). When the last of them is freed, the exporter
 weakref callback on it puts the mapping back into the pool. A buffer still referenced by a live
 array is thus never handed out again, whichever thread frees that array.
 
-Size classes. A request is rounded up to one of `_STEPS` sizes per power of two (at most about
-6% larger than asked), so a buffer freed by one message fits the next message of a similar
-size. Free buffers stay mapped and faulted in, up to `recv_buffer_pool_bytes` in all (a config
+Size classes. A request is rounded up to one of `_STEPS` sizes per power of two (from 64 KiB up,
+at most 1/16 larger than asked), so a buffer freed by one message fits the next message of a
+similar size. Free buffers stay mapped and faulted in, up to `recv_buffer_pool_bytes` in all (a config
 key, default 256 MiB); the least recently freed ones are unmapped first when a freed buffer does
 not fit, and a buffer larger than the bound is never kept. 0 turns pooling off: every large
 batch then gets a fresh mapping, unmapped when its arrays are freed.
@@ -152,10 +152,10 @@ class BufferPool:
                 del self._order[id(buffer)]
                 self.free_bytes -= cls
                 self.reuses += 1
-            else:
-                self.allocations += 1
         if buffer is None:
             buffer = _Buffer(cls)
+            with self._lock:
+                self.allocations += 1
         exporter = _Exporter.from_address(buffer.address)
         ref = weakref.ref(exporter, lambda ref: self._release(ref, buffer))
         self._leases[id(ref)] = ref
