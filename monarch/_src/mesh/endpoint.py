@@ -120,8 +120,10 @@ class Endpoint(Generic[P, R]):
         prop = getattr(self._mesh._class, self._name, None)
         return prop._propagator if isinstance(prop, EndpointProperty) else None
 
-    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None) -> None:
-        """Post one CALL per target: all ranks, or the given local ranks."""
+    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None,
+              gathered: bool = False) -> None:
+        """Post one CALL per target: all ranks, or the given local ranks (`gathered`: `reply` is
+        a `GatherPort`)."""
         if type(payload) is not tuple:  # distributed tensors among the arguments
             payload.post(self, reply, ranks)
             return
@@ -131,7 +133,8 @@ class Endpoint(Generic[P, R]):
             handed = handed[1]
         else:
             handed = None
-        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed)
+        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed,
+                          gathered=gathered)
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -190,7 +193,7 @@ class Endpoint(Generic[P, R]):
             return Future.from_concurrent(refused, None, self._supervision)
         entry = OncePort()
         mesh = self._mesh
-        reply = get_runtime().mailbox.open_port(entry, (casting.plan(mesh).proc_of(rank),))
+        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of([rank]))
         self._post(payload, reply, [rank])
         spawned = mesh._spawned_local([rank])[0]
 
@@ -221,7 +224,7 @@ class Endpoint(Generic[P, R]):
             return MeshFuture.of_call(entry, shape, self._decode_one, lambda: None,
                                       self._supervision, None, self._label)
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
-        self._post(payload, reply)
+        self._post(payload, reply, gathered=True)
 
         spawned = mesh._spawned_local(range(n))
 

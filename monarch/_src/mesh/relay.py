@@ -1,0 +1,270 @@
+"""Casts as a tree: one envelope per host, handed to that host's procs by a relay proc there.
+
+When the `cast_tree` config key says so (`auto`: the proc mesh spans two or more hosts, as
+`ProcTable.hosts` records them; `always`; `off`), `casting.post_call` hands its CALLs to `post`
+here instead of posting one per rank. `post` groups them by host and sends each group to the
+host's *relay*, the proc with the lowest global rank on that host that has not failed (so every
+view and every actor mesh of a proc mesh uses the same relay), as one `relay` control carrying
+the envelopes as plain tuples: pickled together, they carry their shared payload once. A group
+whose only target is the relay itself goes to it as a plain CALL (the same link, the same order).
+
+The relay (`relay` control, installed by the proc agent) delivers its own CALL at once, in arrival
+order with direct CALLs from the same sender, and posts the others to its host's procs. For a
+`call()` (a `GatherPort` reply, `gather` set) it opens a `BatchPort` that gathers the host's
+replies and sends them back as one `PORT_BATCH` message; a proc that dies before answering
+answers its ranks with the `SupervisionError`. `stream` and single calls keep their own reply
+ports (one reply per rank), `broadcast` has none.
+
+Order: links are FIFO per (sender process, receiver process), so once casts to a proc mesh go
+through the tree, every CALL from this process to those procs (call_one and choose included)
+takes its host's relay; `cancel` controls follow the same path. Until the proc mesh is up (its
+routing keys resolved) tree casts wait in order behind `ProcTable.ready` (`_Hosts.gate`).
+The caller's reply port watches the target procs and the relays (`watched`), so a relay that
+dies fails the call as a target proc would.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+from monarch._src.config import get as config_get
+from monarch._src.runtime.envelope import (
+    CONTROL,
+    PORT,
+    PORT_BATCH,
+    PORT_ERROR,
+    Call,
+    Control,
+    Envelope,
+    Payload,
+    PortMsg,
+    as_record,
+    copy_payload,
+    encode,
+)
+from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
+from monarch._src.runtime.ports import PortEntry
+from monarch._src.runtime.runtime import get_runtime
+from monarch._src.supervision.errors import SupervisionError
+
+if TYPE_CHECKING:
+    from monarch._src.mesh.proc_mesh import ProcTable
+
+__all__ = ["BatchPort", "Hosts", "hosts_of", "install", "post", "watched"]
+
+
+class Hosts:
+    """The hosts of one proc table: its ranks by host, and the gate that holds tree casts, in
+    order, until the table's procs are up (their routing keys resolved)."""
+
+    def __init__(self, table: ProcTable) -> None:
+        self.host_of: list[int] = table.hosts or [0] * len(table.keys)
+        self.ranks_on: dict[int, list[int]] = {}  # host -> its global ranks, ascending
+        for rank, host in enumerate(self.host_of):
+            self.ranks_on.setdefault(host, []).append(rank)
+        self.count = len(self.ranks_on)
+        self._lock = threading.Lock()
+        self._held: list[Callable[[], None]] | None = None  # sends waiting for `ready`
+        if not table.ready.done():
+            self._held = []
+            loop = get_runtime().mailbox.loop
+            table.ready.add_done_callback(lambda _: loop.call_soon_threadsafe(self._open))
+
+    def relay(self, host: int, table: ProcTable) -> int:
+        """The global rank of `host`'s relay: its lowest rank that is up and has not failed
+        (the lowest rank when all failed: a cast there fails as the procs did)."""
+        ranks = self.ranks_on[host]
+        for rank in ranks:
+            if rank not in table.failed and not table.keys[rank].startswith(PENDING_PREFIX):
+                return rank
+        return ranks[0]
+
+    @property
+    def waiting(self) -> bool:
+        """Whether casts are still held until the procs are up."""
+        return self._held is not None
+
+    def gate(self, send: Callable[[], None]) -> bool:
+        """Keep `send` until the procs are up (or one failed), behind the casts kept before it,
+        and return True; return False when they are up (the caller sends now)."""
+        if self._held is None:
+            return False
+        with self._lock:
+            if self._held is None:
+                return False
+            self._held.append(send)
+            return True
+
+    def _open(self) -> None:
+        """The procs are up, or one failed (loop): post the held casts in order."""
+        with self._lock:
+            for send in self._held or ():
+                send()
+            self._held = None  # after the held ones: a cast that sees None posts behind them
+
+
+_tables: weakref.WeakKeyDictionary[ProcTable, Hosts] = weakref.WeakKeyDictionary()
+_tables_lock = threading.Lock()
+
+
+def hosts_of(table: ProcTable) -> Hosts | None:
+    """The hosts of `table` when casts to its procs go through the tree (`cast_tree`), else
+    None."""
+    mode = config_get("cast_tree")
+    if mode == "off":
+        return None
+    hosts = _tables.get(table)
+    if hosts is None:
+        with _tables_lock:
+            hosts = _tables.get(table)
+            if hosts is None:
+                hosts = _tables[table] = Hosts(table)
+    if mode == "auto" and hosts.count < 2:
+        return None
+    return hosts
+
+
+def watched(table: ProcTable, hosts: Hosts, ranks: list[int]) -> tuple[str, ...]:
+    """The routing keys a reply port of a cast to global `ranks` waits on: the target procs and
+    the relays of their hosts."""
+    keys = table.keys
+    found = {keys[g] for g in ranks}
+    for host in {hosts.host_of[g] for g in ranks}:
+        found.add(keys[hosts.relay(host, table)])
+    return tuple(found)
+
+
+def post(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]], payload: Payload,
+         gather: Any = None) -> None:
+    """Post `envs` (global proc rank, CALL or control) through the relays of their hosts.
+    `gather`: the `GatherPort` every CALL replies to, whose replies each relay batches; None to
+    keep each envelope's own reply. `payload`: the CALLs' shared payload (for `post_all`)."""
+    mailbox = get_runtime().mailbox
+    if hosts.waiting and payload[1]:
+        # Likely held past this call, and the caller may change its arrays once it returns.
+        payload = copy_payload(payload)
+        envs = [(g, env._replace(payload=payload) if type(env) is Call else env)
+                for g, env in envs]
+
+    def send() -> None:
+        mailbox.post_all(_by_host(table, hosts, envs, gather), payload)
+
+    if not hosts.gate(send):
+        send()
+
+
+def _by_host(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
+             gather: Any) -> list[tuple[str, Envelope]]:
+    """One post per host: a `relay` control to its relay, or the envelope itself when the relay
+    is its only target. A target that never came up is posted to directly (it fails there)."""
+    keys = table.keys
+    groups: dict[int, list[tuple[int, Envelope]]] = {}
+    posts: list[tuple[str, Envelope]] = []
+    for g, env in envs:
+        if keys[g].startswith(PENDING_PREFIX):
+            posts.append((keys[g], env))
+        else:
+            groups.setdefault(hosts.host_of[g], []).append((g, env))
+    for host, group in groups.items():
+        relay = hosts.relay(host, table)
+        if len(group) == 1 and group[0][0] == relay:
+            posts.append((keys[relay], group[0][1]))
+            continue
+        forwarded = [(keys[g], tuple(env)) for g, env in group]
+        posts.append((keys[relay], Control(CONTROL, "relay", (gather, forwarded), None)))
+    return posts
+
+
+# ---- the relay's side --------------------------------------------------------------------
+def _wrapped(payload: Payload) -> Payload:
+    """A received payload, ready to be sent on: its buffers (views of the frames it came in)
+    go out of band again."""
+    data, buffers = payload
+    if not buffers:
+        return payload
+    return data, [b if isinstance(b, pickle.PickleBuffer) else pickle.PickleBuffer(b)
+                  for b in buffers]
+
+
+class BatchPort(PortEntry):
+    """The relay's port for one `call()`: gathers its host's replies (one per rank of `ranks`)
+    and sends them to the caller's `GatherPort` at `gather` as one `PORT_BATCH` message. A target
+    proc that dies first (`fail`) answers the ranks still due with the error."""
+
+    def __init__(self, mailbox: Mailbox, gather: Any, ranks: list[int]) -> None:
+        self.mailbox = mailbox
+        self.gather = gather
+        self.due = set(ranks)
+        self.batch: list[tuple[int, int, Payload]] = []
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if self.closed or rank not in self.due:
+            return
+        self.due.discard(rank)
+        self.batch.append((rank, status, _wrapped(payload)))
+        if not self.due:
+            self._send()
+
+    def fail(self, exc: BaseException) -> None:
+        if self.closed:
+            return
+        error = encode(exc if isinstance(exc, SupervisionError) else SupervisionError(str(exc)))
+        self.batch.extend((rank, PORT_ERROR, error) for rank in sorted(self.due))
+        self.due.clear()
+        self._send()
+
+    def _send(self) -> None:
+        self.closed = True
+        batch: Any = self.batch  # a PORT_BATCH payload
+        self.mailbox.post(self.gather[0], PortMsg(PORT, self.gather[1], batch, None, PORT_BATCH))
+
+
+def install(mailbox: Mailbox) -> None:
+    """Register the `relay` control in `mailbox` (the proc agent does, in every process)."""
+
+    def relay(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        gather, forwarded = args
+        here = mailbox.address
+        port = None
+        if gather is not None and gather[0] != here:
+            ranks = [env[5][0] for _, env in forwarded]  # each CALL's cast rank
+            entry = BatchPort(mailbox, gather, ranks)
+            others = tuple({addr for addr, _ in forwarded if addr != here})
+            port = mailbox.open_port(entry, others)
+        payloads: dict[int, Payload] = {}  # received payload -> the one sent on (shared)
+        for addr, raw in forwarded:
+            env = as_record(raw)
+            if type(env) is Call:
+                sent = payloads.get(id(env.payload))
+                if sent is None:
+                    sent = payloads[id(env.payload)] = _wrapped(env.payload)
+                env = env._replace(payload=sent, reply=env.reply if port is None else port)
+            if addr == here:
+                _deliver_here(mailbox, peer, env)
+            else:
+                mailbox.post(addr, env)
+
+    mailbox.control["relay"] = relay
+
+
+def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
+    """Hand an envelope the relay forwards to its own proc over at once, as a direct one from
+    `peer` would be (the order of the link is kept)."""
+    if type(env) is Call:
+        call = env._replace(payload=copy_payload(env.payload))  # the others still send it
+
+        def missing() -> None:
+            if call.reply is not None:
+                mailbox.reply_error(call.reply, SupervisionError(
+                    f"actor {call.actor_key} does not exist on this proc ({mailbox.address})."),
+                    rank=call.rank)
+
+        mailbox.when_actor(call.actor_key, lambda actor: actor.enqueue(call), missing)
+    elif type(env) is Control:
+        handler = mailbox.control.get(env.op)
+        if handler is not None:
+            handler(peer, env.args, env.reply)
+
