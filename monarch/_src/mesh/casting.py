@@ -15,6 +15,8 @@ what is here, never the mesh's or the endpoint's private state:
 * `check(mesh, method)`: raise the `SupervisionError` a call to a stopped or failed mesh gets.
 * `post_call(mesh, method, payload, reply, targets, reply_for=...)`: refuse or post the CALLs.
 * `cancel_call(mesh, reply, targets)`: withdraw the CALLs that reply to `reply` (`Future.cancel`).
+* `post_control(mesh, control)`: post a control to the proc of every rank of `mesh`, on the
+  path its CALLs take (`stop_actor`, `upgrade_actor`: they must not overtake them).
 
 When the proc mesh spans several hosts (config `cast_tree`), the CALLs and cancels go through one
 relay proc per host (`relay.py`), and `CastPlan.procs_of` names the relays too: a reply port waits
@@ -45,6 +47,7 @@ __all__ = [
     "encode_args",
     "plan",
     "post_call",
+    "post_control",
     "target",
 ]
 
@@ -208,3 +211,17 @@ def cancel_call(mesh: ActorMesh[Any], reply: Any, targets: Sequence[int] | None 
     else:  # behind the CALLs, on their path
         relay.post(table, hosts, [(g, cancel) for g in set(ranks)], (b"", []))
     mailbox.fail_port(reply, concurrent.futures.CancelledError("the call was cancelled"))
+
+
+def post_control(mesh: ActorMesh[Any], control: Control) -> None:
+    """Post `control` to the proc of every rank of `mesh`, behind the CALLs posted to them
+    before (through the relays when casts to `mesh` go through the tree)."""
+    cast = plan(mesh)
+    table = cast.proc_mesh._table
+    hosts = relay.hosts_of(table)
+    if hosts is None:
+        mailbox = get_runtime().mailbox
+        for rank in range(len(cast.ranks)):
+            mailbox.post(cast.proc_of(rank), control)
+    else:
+        relay.post(table, hosts, [(g, control) for g in cast.ranks], (b"", []))

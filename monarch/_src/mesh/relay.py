@@ -1,26 +1,27 @@
 """Casts as a tree: one envelope per host, handed to that host's procs by a relay proc there.
 
 When the `cast_tree` config key says so (`auto`: the proc mesh spans two or more hosts, as
-`ProcTable.hosts` records them; `always`; `off`), `casting.post_call` hands its CALLs to `post`
-here instead of posting one per rank. `post` groups them by host and sends each group to the
-host's *relay*, the proc with the lowest global rank on that host that has not failed (so every
-view and every actor mesh of a proc mesh uses the same relay), as one `relay` control carrying
-the envelopes as plain tuples: pickled together, they carry their shared payload once. A group
-whose only target is the relay itself goes to it as a plain CALL (the same link, the same order).
+`ProcTable.hosts` records them; `always`; `off`), `casting` hands a cast's CALLs (and the
+`cancel`, `stop_actor` and `upgrade_actor` controls that must follow them) to `post` here
+instead of posting one per rank. `post` groups them by host and sends each group to the host's
+*relay*, the proc with the lowest global rank on that host that is up and has not failed (so
+every view and every actor mesh of a proc mesh uses the same relay), as one `relay` control
+carrying the envelopes as plain tuples: pickled together, they carry their shared payload once.
 
-The relay (`relay` control, installed by the proc agent) delivers its own CALL at once, in arrival
-order with direct CALLs from the same sender, and posts the others to its host's procs. For a
-`call()` (a `GatherPort` reply, `gather` set) it opens a `BatchPort` that gathers the host's
-replies and sends them back as one `PORT_BATCH` message; a proc that dies before answering
-answers its ranks with the `SupervisionError`. `stream` and single calls keep their own reply
-ports (one reply per rank), `broadcast` has none.
+The relay (`relay` control, installed by the proc agent) posts the envelopes for the other procs
+of its host, and delivers its own once those were written (an endpoint that ends the process
+must not keep the cast from the others), after the ones delivered to it before. For a `call()`
+(a `GatherPort` reply, `gather` set) it opens a `BatchPort` that gathers the host's replies and
+sends them back as one `PORT_BATCH` message; a proc that dies before answering answers its
+ranks with the `SupervisionError`. `stream` and single calls keep their own reply ports (one
+reply per rank), `broadcast` has none.
 
 Order: links are FIFO per (sender process, receiver process), so once casts to a proc mesh go
-through the tree, every CALL from this process to those procs (call_one and choose included)
-takes its host's relay; `cancel` controls follow the same path. Until the proc mesh is up (its
-routing keys resolved) tree casts wait in order behind `ProcTable.ready` (`_Hosts.gate`).
-The caller's reply port watches the target procs and the relays (`watched`), so a relay that
-dies fails the call as a target proc would.
+through the tree, every CALL from this process to those procs (call_one and choose included, and
+those to the relay itself) takes its host's relay. Until the proc mesh is up (its routing keys
+resolved) tree casts wait in order behind `ProcTable.ready` (`Hosts.gate`). The caller's reply
+port watches the target procs and the relays (`watched`), so a relay that dies fails the call as
+a target proc would.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import pickle
 import threading
 import weakref
+from collections import deque
 from typing import TYPE_CHECKING, Any, Callable
 
 from monarch._src.config import get as config_get
@@ -158,8 +160,8 @@ def post(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]], paylo
 
 def _by_host(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
              gather: Any) -> list[tuple[str, Envelope]]:
-    """One post per host: a `relay` control to its relay, or the envelope itself when the relay
-    is its only target. A target that never came up is posted to directly (it fails there)."""
+    """One `relay` control per host, to its relay. A target that never came up is posted to
+    directly (it fails there)."""
     keys = table.keys
     groups: dict[int, list[tuple[int, Envelope]]] = {}
     posts: list[tuple[str, Envelope]] = []
@@ -170,9 +172,6 @@ def _by_host(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
             groups.setdefault(hosts.host_of[g], []).append((g, env))
     for host, group in groups.items():
         relay = hosts.relay(host, table)
-        if len(group) == 1 and group[0][0] == relay:
-            posts.append((keys[relay], group[0][1]))
-            continue
         forwarded = [(keys[g], tuple(env)) for g, env in group]
         posts.append((keys[relay], Control(CONTROL, "relay", (gather, forwarded), None)))
     return posts
@@ -194,11 +193,13 @@ class BatchPort(PortEntry):
     and sends them to the caller's `GatherPort` at `gather` as one `PORT_BATCH` message. A target
     proc that dies first (`fail`) answers the ranks still due with the error."""
 
-    def __init__(self, mailbox: Mailbox, gather: Any, ranks: list[int]) -> None:
+    def __init__(self, mailbox: Mailbox, gather: Any, ranks: list[int],
+                 on_close: Callable[[], None]) -> None:
         self.mailbox = mailbox
         self.gather = gather
         self.due = set(ranks)
         self.batch: list[tuple[int, int, Payload]] = []
+        self.on_close = on_close  # forgets the port in the relay's map
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed or rank not in self.due:
@@ -218,6 +219,7 @@ class BatchPort(PortEntry):
 
     def _send(self) -> None:
         self.closed = True
+        self.on_close()
         batch: Any = self.batch  # a PORT_BATCH payload
         self.mailbox.post(self.gather[0], PortMsg(PORT, self.gather[1], batch, None, PORT_BATCH))
 
@@ -225,34 +227,73 @@ class BatchPort(PortEntry):
 def install(mailbox: Mailbox) -> None:
     """Register the `relay` control in `mailbox` (the proc agent does, in every process)."""
 
+    # A caller's GatherPort -> the BatchPort that gathers its replies here, while it is open: a
+    # `cancel` of the call names the caller's port, the actors hold this one.
+    batching: dict[Any, Any] = {}
+    # The envelopes for this proc, in arrival order, each with the number of its cast's
+    # envelopes to the other procs not yet written: one is delivered here once its cast left
+    # (an endpoint that ends this process must not keep the cast from the others) and those
+    # before it were delivered.
+    local: deque[list[Any]] = deque()  # [writes still due, envelope, sender]
+
+    def deliver_ready() -> None:
+        while local and local[0][0] == 0:
+            _, env, peer = local.popleft()
+            _deliver_here(mailbox, peer, env)
+
     def relay(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         gather, forwarded = args
         here = mailbox.address
         port = None
         if gather is not None and gather[0] != here:
+            gather = tuple(gather)
             ranks = [env[5][0] for _, env in forwarded]  # each CALL's cast rank
-            entry = BatchPort(mailbox, gather, ranks)
+            entry = BatchPort(mailbox, gather, ranks, lambda: batching.pop(gather, None))
             others = tuple({addr for addr, _ in forwarded if addr != here})
-            port = mailbox.open_port(entry, others)
+            port = batching[gather] = mailbox.open_port(entry, others)
+        mine: list[Any] | None = None
+        outgoing: list[tuple[str, Envelope]] = []
         payloads: dict[int, Payload] = {}  # received payload -> the one sent on (shared)
         for addr, raw in forwarded:
             env = as_record(raw)
             if type(env) is Call:
                 sent = payloads.get(id(env.payload))
                 if sent is None:
-                    sent = payloads[id(env.payload)] = _wrapped(env.payload)
+                    # From this very process the buffers are the caller's, who may change
+                    # them once the control was dispatched: take a copy.
+                    sent = copy_payload(env.payload) if peer == here else _wrapped(env.payload)
+                    payloads[id(env.payload)] = sent
                 env = env._replace(payload=sent, reply=env.reply if port is None else port)
+            elif type(env) is Control and env.op == "cancel":
+                key, cancelled = env.args
+                batched = batching.get(tuple(cancelled))
+                if batched is not None:
+                    env = env._replace(args=(key, batched))
             if addr == here:
-                _deliver_here(mailbox, peer, env)
+                mine = [0, env, peer]
             else:
+                outgoing.append((addr, env))
+        if mine is None:
+            for addr, env in outgoing:
                 mailbox.post(addr, env)
+            return
+        mine[0] = len(outgoing)
+        local.append(mine)
+
+        def written() -> None:
+            mine[0] -= 1
+            if mine[0] == 0:
+                deliver_ready()
+
+        for addr, env in outgoing:
+            mailbox.post(addr, env, written)
+        deliver_ready()
 
     mailbox.control["relay"] = relay
 
 
 def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
-    """Hand an envelope the relay forwards to its own proc over at once, as a direct one from
-    `peer` would be (the order of the link is kept)."""
+    """Hand an envelope for the relay's own proc over, as a direct one from `peer` would be."""
     if type(env) is Call:
         call = env._replace(payload=copy_payload(env.payload))  # the others still send it
 
