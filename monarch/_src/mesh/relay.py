@@ -75,14 +75,16 @@ class Hosts:
             loop = get_runtime().mailbox.loop
             table.ready.add_done_callback(lambda _: loop.call_soon_threadsafe(self._open))
 
-    def relay(self, host: int, table: ProcTable) -> int:
-        """The global rank of `host`'s relay: its lowest rank that is up and has not failed
-        (the lowest rank when all failed: a cast there fails as the procs did)."""
-        ranks = self.ranks_on[host]
-        for rank in ranks:
-            if rank not in table.failed and not table.keys[rank].startswith(PENDING_PREFIX):
+    def relay(self, host: int, table: ProcTable, mailbox: Mailbox) -> int | None:
+        """The global rank of `host`'s relay: its lowest rank that is up and not known to be
+        gone (failed, or its connection lost); None when there is none."""
+        keys = table.keys
+        for rank in self.ranks_on[host]:
+            key = keys[rank]
+            if (rank not in table.failed and not key.startswith(PENDING_PREFIX)
+                    and not mailbox.is_dead(key)):
                 return rank
-        return ranks[0]
+        return None
 
     @property
     def waiting(self) -> bool:
@@ -134,8 +136,11 @@ def watched(table: ProcTable, hosts: Hosts, ranks: list[int]) -> tuple[str, ...]
     the relays of their hosts."""
     keys = table.keys
     found = {keys[g] for g in ranks}
+    mailbox = get_runtime().mailbox
     for host in {hosts.host_of[g] for g in ranks}:
-        found.add(keys[hosts.relay(host, table)])
+        relay = hosts.relay(host, table, mailbox)
+        if relay is not None:
+            found.add(keys[relay])
     return tuple(found)
 
 
@@ -152,16 +157,17 @@ def post(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]], paylo
                 for g, env in envs]
 
     def send() -> None:
-        mailbox.post_all(_by_host(table, hosts, envs, gather), payload)
+        mailbox.post_all(_by_host(mailbox, table, hosts, envs, gather), payload)
 
     if not hosts.gate(send):
         send()
 
 
-def _by_host(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
+def _by_host(mailbox: Mailbox, table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
              gather: Any) -> list[tuple[str, Envelope]]:
-    """One `relay` control per host, to its relay. A target that never came up is posted to
-    directly (it fails there)."""
+    """One `relay` control per host, to its relay. Envelopes for a target that never came up,
+    or for a host without a live proc, are posted directly (they fail there, as flat casts do:
+    a reply port gets the error, a broadcast bounces to its sender)."""
     keys = table.keys
     groups: dict[int, list[tuple[int, Envelope]]] = {}
     posts: list[tuple[str, Envelope]] = []
@@ -171,7 +177,10 @@ def _by_host(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]],
         else:
             groups.setdefault(hosts.host_of[g], []).append((g, env))
     for host, group in groups.items():
-        relay = hosts.relay(host, table)
+        relay = hosts.relay(host, table, mailbox)
+        if relay is None:
+            posts.extend((keys[g], env) for g, env in group)
+            continue
         forwarded = [(keys[g], tuple(env)) for g, env in group]
         posts.append((keys[relay], Control(CONTROL, "relay", (gather, forwarded), None)))
     return posts
@@ -271,6 +280,12 @@ def install(mailbox: Mailbox) -> None:
                     env = env._replace(args=(key, batched))
             if addr == here:
                 mine = [0, env, peer]
+            elif (type(env) is Call and env.reply is None and peer != here
+                  and mailbox.is_dead(addr)):
+                # Nobody waits for it: it bounces to its sender's process, as it would have
+                # bounced there had that process sent it.
+                mailbox.post(peer, Control(CONTROL, "relay_bounced",
+                                           (tuple(env), f"the proc at {addr} is gone"), None))
             else:
                 outgoing.append((addr, env))
         if mine is None:
@@ -289,7 +304,14 @@ def install(mailbox: Mailbox) -> None:
             mailbox.post(addr, env, written)
         deliver_ready()
 
+    def relay_bounced(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        raw, why = args
+        call = as_record(raw)
+        if mailbox.on_undeliverable is not None and type(call) is Call:
+            mailbox.on_undeliverable(call, SupervisionError(why))
+
     mailbox.control["relay"] = relay
+    mailbox.control["relay_bounced"] = relay_bounced
 
 
 def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
