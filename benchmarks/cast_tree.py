@@ -46,7 +46,7 @@ class Counters:
         send, encode, decode = transport.send, comm.encode_batch, comm.decode_batch
 
         def spy_send(addr: str, env: Any, written: Any = None) -> None:
-            if env[0] == CALL or (env[0] == CONTROL and env.op == "relay"):
+            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
                 self.casts += 1
             send(addr, env, written)
 

@@ -55,7 +55,7 @@ class Seen(Actor):
 
 
 class Sent:
-    """The casts the controller's transport writes: (address, kind, "relay" or the method)."""
+    """The casts the controller's transport writes: (address, kind, a relay op or the method)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.lock = threading.Lock()
@@ -65,7 +65,7 @@ class Sent:
 
         def spy(addr: str, env: Any, written: Any = None) -> None:
             # The casts only (not heartbeats, replies or spawns).
-            if env[0] == CALL or (env[0] == CONTROL and env.op == "relay"):
+            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
                 with self.lock:
                     self.items.append((addr, env[0], env.op if env[0] == CONTROL else env.method))
             send(addr, env, written)
@@ -112,20 +112,20 @@ def test_one_envelope_per_host_and_one_batch_back(hosts: Any,
     assert [v[0] for _, v in got.items()] == list(range(6))
     assert len({v[1] for _, v in got.items()}) == 6
     relays = [procs._table.keys[0], procs._table.keys[3]]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay") for r in relays)
+    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
     assert batches.count == 2
 
     pad = b"x" * 200_000  # out of band: the payload crosses to each host once
     got = actors.where.call(pad).get(timeout=30)
     assert [(v[0], v[2]) for _, v in got.items()] == [(r, len(pad)) for r in range(6)]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay") for r in relays)
+    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
     assert batches.count == 4
 
     # A slice that leaves out the relays still goes through them, and so does a call_one.
     assert [v[0] for _, v in actors.slice(gpus=2).where.call().get(timeout=30).items()] == [0, 1]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay") for r in relays)
+    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
     assert actors.slice(hosts=1, gpus=1).where.call_one().get(timeout=30)[0] == 0
-    assert sent.take() == [(relays[1], CONTROL, "relay")]
+    assert sent.take() == [(relays[1], CONTROL, "relay_cast")]
 
     # Without the tree: one CALL per rank, one reply per rank.
     with configured(cast_tree="off"):

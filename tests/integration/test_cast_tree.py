@@ -45,7 +45,7 @@ class Blocker(Actor):
 
 
 class Casts:
-    """The casts this process's transport writes, (kind, "relay" or method), and the
+    """The casts this process's transport writes, (kind, relay op or method), and the
     `PORT_BATCH` messages its `GatherPort`s get."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -56,7 +56,7 @@ class Casts:
         send = transport.send
 
         def spy(addr: str, env: Any, written: Any = None) -> None:
-            if env[0] == CALL or (env[0] == CONTROL and env.op == "relay"):
+            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
                 with self.lock:
                     self.sent.append((env[0], env.op if env[0] == CONTROL else env.method))
             send(addr, env, written)
@@ -99,11 +99,11 @@ def test_always_sends_one_relay_control_and_gets_one_batch(
     with configured(cast_tree="always"):
         got = actors.note.call(1).get(timeout=30)
         assert [v for _, v in got.items()] == [0, 1, 2]
-        assert casts.take() == [(CONTROL, "relay")] and casts.batches == 1
+        assert casts.take() == [(CONTROL, "relay_cast")] and casts.batches == 1
         assert [f.get(timeout=30) for f in actors.note.stream(2)] != []
         actors.note.broadcast(3)
         assert actors.slice(procs=2).note.call_one(4).get(timeout=30) == 0
-        assert casts.take() == [(CONTROL, "relay")] * 3
+        assert casts.take() == [(CONTROL, "relay_cast")] * 3
         logs = actors.log.call().get(timeout=30)
         assert [v for _, v in logs.items()] == [[1, 2, 3], [1, 2, 3], [1, 2, 3, 4]]
     casts.take()

@@ -1,8 +1,9 @@
 """The proc agent's control operations, installed in every process's mailbox.
 
-`spawn`, `actor_ready`, `stop_actor`, `supervise`, `get_proc_mesh` and `relay` (`relay.py`) run
-on the runtime loop of the process that receives them. They never block the loop: work that waits (an actor's
-`__cleanup__`, a proc mesh still starting) is handed to the actor's thread or to a callback.
+`spawn`, `actor_ready`, `stop_actor`, `supervise`, `get_proc_mesh` and the relay's controls
+(`relay.py`) run on the runtime loop of the process that receives them. They never block the
+loop: work that waits (an actor's `__cleanup__`, a proc mesh still starting) is handed to the
+actor's thread or to a callback.
 """
 
 from __future__ import annotations

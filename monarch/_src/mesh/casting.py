@@ -174,22 +174,17 @@ def post_call(
                 for local in local_ranks
             ]
         mailbox.post_all(posts, payload)
+    elif reply_for is None:
+        sender = None if reply is not None else current_instance().actor_key
+        template = Call(CALL, key, method, payload, reply, (0, *extent), sender)  # rank: per target
+        relay.cast(table, hosts, ranks, targets, template, payload, reply if gathered else None)
     else:
-        calls: list[tuple[int, Envelope]]
-        if reply_for is None:
-            sender = None if reply is not None else current_instance().actor_key
-            calls = [
-                (ranks[local], Call(CALL, key, method, payload, reply, (local, *extent), sender))
-                for local in local_ranks
-            ]
-        else:
-            calls = [
-                (ranks[local],
-                 Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
-                for local in local_ranks
-            ]
-        relay.post(table, hosts, calls, payload,
-                   reply if gathered and reply_for is None else None)
+        calls: list[tuple[int, Envelope]] = [
+            (ranks[local],
+             Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+            for local in local_ranks
+        ]
+        relay.post(table, hosts, calls, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))
 
 

@@ -30,7 +30,7 @@ import pickle
 import threading
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from monarch._src.config import get as config_get
 from monarch._src.runtime.envelope import (
@@ -55,7 +55,7 @@ from monarch._src.supervision.errors import SupervisionError
 if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcTable
 
-__all__ = ["BatchPort", "Hosts", "hosts_of", "install", "post", "watched"]
+__all__ = ["BatchPort", "Hosts", "cast", "hosts_of", "install", "post", "watched"]
 
 
 class Hosts:
@@ -68,6 +68,10 @@ class Hosts:
         for rank, host in enumerate(self.host_of):
             self.ranks_on.setdefault(host, []).append(rank)
         self.count = len(self.ranks_on)
+        # id(plan ranks) -> (those ranks, their targets by host, their targets not up): the
+        # targets of whole-view casts, once the procs are up (`targets`).
+        self._views: dict[int, tuple[list[int], dict[int, list[tuple[str, int]]],
+                                     list[tuple[int, int]]]] = {}
         self._lock = threading.Lock()
         self._held: list[Callable[[], None]] | None = None  # sends waiting for `ready`
         if not table.ready.done():
@@ -85,6 +89,43 @@ class Hosts:
                     and not mailbox.is_dead(key)):
                 return rank
         return None
+
+    def watch_key(self, host: int, table: ProcTable, mailbox: Mailbox) -> str | None:
+        """The routing key of `host`'s relay, or of the proc that will be once it is up."""
+        relay = self.relay(host, table, mailbox)
+        if relay is not None:
+            return table.keys[relay]
+        for rank in self.ranks_on[host]:
+            if rank not in table.failed and table.keys[rank].startswith(PENDING_PREFIX):
+                return table.keys[rank]
+        return None
+
+    def targets(self, table: ProcTable, ranks: list[int], local_ranks: Iterable[int] | None
+                ) -> tuple[dict[int, list[tuple[str, int]]], list[tuple[int, int]]]:
+        """The targets of a cast to the view ranks `local_ranks` (default all) of a view whose
+        global proc ranks are `ranks`: (address, view rank) by host, and (global rank, view rank)
+        of those whose proc never came up. Kept for whole-view casts once the procs are up, so
+        such a cast costs the caller one step per host."""
+        cacheable = local_ranks is None and self._held is None
+        if cacheable:
+            hit = self._views.get(id(ranks))
+            if hit is not None and hit[0] is ranks:
+                return hit[1], hit[2]
+        keys = table.keys
+        groups: dict[int, list[tuple[str, int]]] = {}
+        never_up: list[tuple[int, int]] = []
+        for local in range(len(ranks)) if local_ranks is None else local_ranks:
+            g = ranks[local]
+            key = keys[g]
+            if key.startswith(PENDING_PREFIX):
+                never_up.append((g, local))
+            else:
+                groups.setdefault(self.host_of[g], []).append((key, local))
+        if cacheable:
+            if len(self._views) >= _VIEWS_KEPT:
+                self._views.clear()
+            self._views[id(ranks)] = (ranks, groups, never_up)
+        return groups, never_up
 
     @property
     def waiting(self) -> bool:
@@ -110,6 +151,7 @@ class Hosts:
             self._held = None  # after the held ones: a cast that sees None posts behind them
 
 
+_VIEWS_KEPT = 64  # views whose targets a `Hosts` keeps
 _tables: weakref.WeakKeyDictionary[ProcTable, Hosts] = weakref.WeakKeyDictionary()
 _tables_lock = threading.Lock()
 
@@ -138,10 +180,44 @@ def watched(table: ProcTable, hosts: Hosts, ranks: list[int]) -> tuple[str, ...]
     found = {keys[g] for g in ranks}
     mailbox = get_runtime().mailbox
     for host in {hosts.host_of[g] for g in ranks}:
-        relay = hosts.relay(host, table, mailbox)
+        relay = hosts.watch_key(host, table, mailbox)
         if relay is not None:
-            found.add(keys[relay])
+            found.add(relay)
     return tuple(found)
+
+
+def cast(table: ProcTable, hosts: Hosts, ranks: list[int], local_ranks: Iterable[int] | None,
+         template: Call, payload: Payload, gather: Any = None) -> None:
+    """Post the CALL `template` (its rank set per target) to the view ranks `local_ranks` (default
+    all) of a view whose global proc ranks are `ranks`: one `relay_cast` control per host
+    carrying the CALL once and its (address, view rank) targets. `gather` as for `post`."""
+    mailbox = get_runtime().mailbox
+    if hosts.waiting and payload[1]:
+        # Likely held past this call, and the caller may change its arrays once it returns.
+        payload = copy_payload(payload)
+        template = template._replace(payload=payload)
+    if local_ranks is not None:
+        local_ranks = list(local_ranks)
+
+    def send() -> None:
+        groups, never_up = hosts.targets(table, ranks, local_ranks)
+        extent = template.cast_rank[1:]
+        keys = table.keys
+        posts: list[tuple[str, Envelope]] = [
+            (keys[g], template._replace(cast_rank=(local, *extent))) for g, local in never_up]
+        raw = tuple(template)
+        for host, targets in groups.items():
+            relay = hosts.relay(host, table, mailbox)
+            if relay is None:  # no live proc there: they fail as flat casts do
+                posts.extend((addr, template._replace(cast_rank=(local, *extent)))
+                             for addr, local in targets)
+            else:
+                posts.append((keys[relay],
+                              Control(CONTROL, "relay_cast", (gather, raw, targets), None)))
+        mailbox.post_all(posts, payload)
+
+    if not hosts.gate(send):
+        send()
 
 
 def post(table: ProcTable, hosts: Hosts, envs: list[tuple[int, Envelope]], payload: Payload,
@@ -252,19 +328,29 @@ def install(mailbox: Mailbox) -> None:
 
     def relay(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         gather, forwarded = args
+        fan_out(peer, gather, [(addr, as_record(raw)) for addr, raw in forwarded])
+
+    def relay_cast(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        gather, raw, targets = args
+        template = as_record(raw)
+        assert type(template) is Call
+        extent = template.cast_rank[1:]
+        fan_out(peer, gather, [(addr, template._replace(cast_rank=(local, *extent)))
+                               for addr, local in targets])
+
+    def fan_out(peer: str, gather: Any, forwarded: list[tuple[str, Envelope]]) -> None:
         here = mailbox.address
         port = None
         if gather is not None and gather[0] != here:
             gather = tuple(gather)
-            ranks = [env[5][0] for _, env in forwarded]  # each CALL's cast rank
+            ranks = [env.rank for _, env in forwarded if type(env) is Call]
             entry = BatchPort(mailbox, gather, ranks, lambda: batching.pop(gather, None))
             others = tuple({addr for addr, _ in forwarded if addr != here})
             port = batching[gather] = mailbox.open_port(entry, others)
         mine: list[Any] | None = None
         outgoing: list[tuple[str, Envelope]] = []
         payloads: dict[int, Payload] = {}  # received payload -> the one sent on (shared)
-        for addr, raw in forwarded:
-            env = as_record(raw)
+        for addr, env in forwarded:
             if type(env) is Call:
                 sent = payloads.get(id(env.payload))
                 if sent is None:
@@ -311,6 +397,7 @@ def install(mailbox: Mailbox) -> None:
             mailbox.on_undeliverable(call, SupervisionError(why))
 
     mailbox.control["relay"] = relay
+    mailbox.control["relay_cast"] = relay_cast
     mailbox.control["relay_bounced"] = relay_bounced
 
 
