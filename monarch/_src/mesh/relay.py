@@ -310,7 +310,9 @@ class BatchPort(PortEntry):
 
 
 def install(mailbox: Mailbox) -> None:
-    """Register the `relay` control in `mailbox` (the proc agent does, in every process)."""
+    """Register the relay's controls in `mailbox` (the proc agent does, in every process):
+    `relay` (envelopes as plain tuples), `relay_cast` (one CALL and its targets) and
+    `relay_bounced` (a broadcast a relay could not deliver, back at its sender's process)."""
 
     # A caller's GatherPort -> the BatchPort that gathers its replies here, while it is open: a
     # `cancel` of the call names the caller's port, the actors hold this one.
