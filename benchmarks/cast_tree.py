@@ -9,7 +9,8 @@ actor per proc, then measures `call()` to all of them with `cast_tree="off"` (on
 from the controller, one reply per rank) and `cast_tree="auto"` (one relay control per host, one
 batch back per host), in alternating rounds. Per mode: the controller's envelopes written per
 call (CALLs and relay controls), the bytes its transport wrote and read per call (every frame,
-heartbeats included), and the call() latency p50 / p99 (µs).
+heartbeats included), the controller's CPU time per call (all its threads), and the call()
+latency p50 / p99 (µs).
 """
 
 from __future__ import annotations
@@ -73,13 +74,16 @@ def _round(mesh: Any, mode: str, calls: int, pad: bytes, counters: Counters,
         for _ in range(10):
             mesh.echo.call(pad).get(timeout=60)
         before = counters.snapshot()
+        cpu = time.process_time()
         samples = []
         for _ in range(calls):
             t = time.perf_counter()
             mesh.echo.call(pad).get(timeout=60)
             samples.append(time.perf_counter() - t)
+        cpu = time.process_time() - cpu
         after = counters.snapshot()
     figures = into[mode]
+    figures["controller_cpu_us_per_call"].append(cpu / calls * 1e6)
     figures["envelopes_per_call"].append((after[0] - before[0]) / calls)
     figures["bytes_out_per_call"].append((after[1] - before[1]) / calls)
     figures["bytes_in_per_call"].append((after[2] - before[2]) / calls)
@@ -114,8 +118,8 @@ def main() -> None:
         mesh.echo.call(b"").get(timeout=120)
         counters = Counters()
         pad = b"x" * args.pad
-        keys = ("envelopes_per_call", "bytes_out_per_call", "bytes_in_per_call", "p50_us",
-                "p99_us")
+        keys = ("envelopes_per_call", "bytes_out_per_call", "bytes_in_per_call",
+                "controller_cpu_us_per_call", "p50_us", "p99_us")
         raw: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in ("off", "auto")}
         for _ in range(args.rounds):
             for mode in ("off", "auto"):
