@@ -132,6 +132,7 @@ _PINNED_DEFAULTS: dict[str, object] = {
     "host_listen_address": None,
     "version_check": "warn",
     "progress": "auto",
+    "cast_tree": "auto",
     "tensor_engine_timeout": "5m",
     "enable_tls": False,
     "prefix_python_logs_with_actor": True,
@@ -334,6 +335,7 @@ _SAMPLES: dict[str, object] = {
     "rdma_ibverbs_target": "nic:mlx5_0",
     "version_check": "ignore",
     "progress": "off",
+    "cast_tree": "off",
 }
 
 

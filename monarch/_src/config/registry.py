@@ -150,6 +150,17 @@ def _progress(value: object) -> object:
     return text
 
 
+def _cast_tree(value: object) -> object:
+    text = str(value).strip().lower()
+    if text not in ("auto", "always", "off"):
+        raise ValueError(
+            f"Config key 'cast_tree' expects 'auto' (casts to procs on two or more hosts go "
+            f"through one relay proc per host), 'always' (through the relays even on one "
+            f"host) or 'off' (one message per rank from the caller); got {value!r}."
+        )
+    return text
+
+
 def _version_check(value: object) -> object:
     text = str(value).strip().lower()
     if text not in ("warn", "ignore", "error"):
@@ -454,6 +465,14 @@ _TABLE: tuple[ConfigKey, ...] = (
          "terminal or in a notebook cell, in the user's process only; 'always' shows every "
          "report from its start (in procs and logs too); 'off' shows none.", _M,
          check=_progress),
+    _key("cast_tree", _S, "auto",
+         "How a call reaches the actors of a mesh: 'auto' sends, when its proc mesh spans two "
+         "or more hosts, one message per host to a relay proc there (the host's lowest live "
+         "rank), which hands the call to that host's procs and sends back their replies to a "
+         "call() as one batch; every call from this process to that mesh's actors on a host "
+         "goes through its relay, so their order is kept. 'always': through the relays even "
+         "on one host. 'off': one message per rank, straight from the caller.", _M,
+         check=_cast_tree),
     # Tensor engine
     _key("tensor_engine_timeout", _D, "5m",
          "Longest a tensor-engine worker waits on a collective, a store or an actor result.", _M),

@@ -276,7 +276,7 @@ class RemoteHostAgent:
         proc_ids = [f"{self.rt.proc_id}.{tag}.{next(counter)}" for _ in hosts for _ in
                     range(per_host)]
         host_of_rank = [h for h in hosts for _ in range(per_host)]
-        table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
+        table = ProcTable([PENDING_PREFIX + p for p in proc_ids], hosts=host_of_rank)
         table.has_bootstrap = bootstrap is not None
         table_id = f"{tag}"
         placed = _Placed(table_id, host_of_rank, proc_ids)

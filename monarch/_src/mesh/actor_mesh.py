@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of, validate_actor_class
+from monarch._src.mesh import casting
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
@@ -343,8 +344,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         entry = CountPort(len(targets))
         mailbox = get_runtime().mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
-        for proc in targets:
-            mailbox.post(proc, Control(CONTROL, op, args, reply))
+        casting.post_control(self, Control(CONTROL, op, args, reply))
         return entry.cf
 
     def __reduce__(self) -> tuple[Any, ...]:

@@ -1,8 +1,9 @@
 """The proc agent's control operations, installed in every process's mailbox.
 
-`spawn`, `actor_ready`, `stop_actor`, `supervise` and `get_proc_mesh` run on the runtime loop of
-the process that receives them. They never block the loop: work that waits (an actor's
-`__cleanup__`, a proc mesh still starting) is handed to the actor's thread or to a callback.
+`spawn`, `actor_ready`, `stop_actor`, `supervise`, `get_proc_mesh` and the relay's controls
+(`relay.py`) run on the runtime loop of the process that receives them. They never block the
+loop: work that waits (an actor's `__cleanup__`, a proc mesh still starting) is handed to the
+actor's thread or to a callback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.mesh import hooks, inbox
+from monarch._src.mesh import hooks, inbox, relay
 from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
@@ -121,6 +122,7 @@ def install_agent(rt: Runtime) -> None:
             _root_fault(MeshFailure(env.actor_key, [env.rank], f"RootClientActor: {message}"))
 
     mailbox.on_undeliverable = undeliverable
+    relay.install(mailbox)  # `relay`: a cast to this proc's host, handed to its procs
     mailbox.control.update(
         cancel=cancel,
         upgrade_actor=upgrade_actor,

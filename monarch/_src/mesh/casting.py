@@ -15,6 +15,12 @@ what is here, never the mesh's or the endpoint's private state:
 * `check(mesh, method)`: raise the `SupervisionError` a call to a stopped or failed mesh gets.
 * `post_call(mesh, method, payload, reply, targets, reply_for=...)`: refuse or post the CALLs.
 * `cancel_call(mesh, reply, targets)`: withdraw the CALLs that reply to `reply` (`Future.cancel`).
+* `post_control(mesh, control)`: post a control to the proc of every rank of `mesh`, on the
+  path its CALLs take (`stop_actor`, `upgrade_actor`: they must not overtake them).
+
+When the proc mesh spans several hosts (config `cast_tree`), the CALLs and cancels go through one
+relay proc per host (`relay.py`), and `CastPlan.procs_of` names the relays too: a reply port waits
+on them as on the target procs.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from __future__ import annotations
 import concurrent.futures
 from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
 
-from monarch._src.mesh import traffic
+from monarch._src.mesh import relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, Envelope
 from monarch._src.runtime.runtime import get_runtime
@@ -41,6 +47,7 @@ __all__ = [
     "encode_args",
     "plan",
     "post_call",
+    "post_control",
     "target",
 ]
 
@@ -67,8 +74,14 @@ class CastPlan(NamedTuple):
         return self.procs[self.ranks[rank]]
 
     def procs_of(self, ranks: Iterable[int] | None = None) -> tuple[str, ...]:
-        """The distinct routing keys of the procs of the given ranks (default: all)."""
+        """The distinct routing keys of the procs a reply port of a cast to the given ranks
+        (default: all) waits on: the procs of those ranks, and the relays of their hosts when
+        casts to them go through the tree (`relay.py`)."""
         targets = self.ranks if ranks is None else [self.ranks[r] for r in ranks]
+        table = self.proc_mesh._table
+        hosts = relay.hosts_of(table)
+        if hosts is not None:
+            return relay.watched(table, hosts, targets)
         return tuple({self.procs[g] for g in targets})
 
 
@@ -114,6 +127,7 @@ def post_call(
     *,
     reply_for: Callable[[int], Any] | None = None,
     handed: Any = None,
+    gathered: bool = False,
     checked: bool = False,
 ) -> None:
     """Post one CALL of `method` with the encoded `payload` to each target rank of `mesh` (the
@@ -123,8 +137,10 @@ def post_call(
     to `reply_for(global proc rank)`. A call to a stopped or failed mesh is refused: with a
     single `reply` port, as in Monarch, the port gets the error (the caller's future raises);
     otherwise the `SupervisionError` is raised here. `handed`: the reply ports pickled in the
-    payload, recorded with the target procs before the calls are routed. `checked`: the caller
-    has just made `check(mesh, method)`'s check itself.
+    payload, recorded with the target procs before the calls are routed. `gathered`: `reply` is
+    a `GatherPort` (a `call()`), which takes each host's replies as one batch when the CALLs go
+    through the relays. `checked`: the caller has just made `check(mesh, method)`'s check
+    itself.
     """
     if not checked:
         try:
@@ -143,20 +159,35 @@ def post_call(
         # Reply ports in the arguments: if a target's proc dies before answering them, this
         # process answers them with the failure (registered before the calls are routed).
         mailbox.ports_handed(handed, cast.procs_of(local_ranks))
-    posts: list[tuple[str, Envelope]]
-    if reply_for is None:
+    table = cast.proc_mesh._table
+    hosts = relay.hosts_of(table)
+    if hosts is None:
+        posts: list[tuple[str, Envelope]]
+        if reply_for is None:
+            sender = None if reply is not None else current_instance().actor_key
+            posts = [
+                (procs[ranks[local]],
+                 Call(CALL, key, method, payload, reply, (local, *extent), sender))
+                for local in local_ranks
+            ]
+        else:
+            posts = [
+                (procs[ranks[local]],
+                 Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+                for local in local_ranks
+            ]
+        mailbox.post_all(posts, payload)
+    elif reply_for is None:
         sender = None if reply is not None else current_instance().actor_key
-        posts = [
-            (procs[ranks[local]], Call(CALL, key, method, payload, reply, (local, *extent), sender))
-            for local in local_ranks
-        ]
+        template = Call(CALL, key, method, payload, reply, (0, *extent), sender)  # rank: per target
+        relay.cast(table, hosts, ranks, targets, template, payload, reply if gathered else None)
     else:
-        posts = [
-            (procs[ranks[local]],
+        calls: list[tuple[int, Envelope]] = [
+            (ranks[local],
              Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
             for local in local_ranks
         ]
-    mailbox.post_all(posts, payload)
+        relay.post(table, hosts, calls, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))
 
 
@@ -169,6 +200,26 @@ def cancel_call(mesh: ActorMesh[Any], reply: Any, targets: Sequence[int] | None 
     cast = plan(mesh)
     mailbox = get_runtime().mailbox
     cancel = Control(CONTROL, "cancel", (cast.actor_key, reply), None)
-    for proc in cast.procs_of(targets):
-        mailbox.post(proc, cancel)
+    table = cast.proc_mesh._table
+    hosts = relay.hosts_of(table)
+    ranks = cast.ranks if targets is None else [cast.ranks[r] for r in targets]
+    if hosts is None:
+        for proc in {cast.procs[g] for g in ranks}:
+            mailbox.post(proc, cancel)
+    else:  # behind the CALLs, on their path
+        relay.post(table, hosts, [(g, cancel) for g in set(ranks)], (b"", []))
     mailbox.fail_port(reply, concurrent.futures.CancelledError("the call was cancelled"))
+
+
+def post_control(mesh: ActorMesh[Any], control: Control) -> None:
+    """Post `control` to the proc of every rank of `mesh`, behind the CALLs posted to them
+    before (through the relays when casts to `mesh` go through the tree)."""
+    cast = plan(mesh)
+    table = cast.proc_mesh._table
+    hosts = relay.hosts_of(table)
+    if hosts is None:
+        mailbox = get_runtime().mailbox
+        for rank in range(len(cast.ranks)):
+            mailbox.post(cast.proc_of(rank), control)
+    else:
+        relay.post(table, hosts, [(g, control) for g in cast.ranks], (b"", []))

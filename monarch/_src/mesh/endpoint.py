@@ -151,9 +151,9 @@ class Endpoint(Generic[P, R]):
         return prop._propagator if isinstance(prop, EndpointProperty) else None
 
     def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None,
-              checked: bool = False) -> None:
-        """Post one CALL per target: all ranks, or the given local ranks (`checked`: the
-        caller just checked that the mesh is usable)."""
+              gathered: bool = False, checked: bool = False) -> None:
+        """Post one CALL per target: all ranks, or the given local ranks (`gathered`: `reply` is
+        a `GatherPort`; `checked`: the caller just checked that the mesh is usable)."""
         if type(payload) is not tuple:  # distributed tensors among the arguments
             payload.post(self, reply, ranks)
             return
@@ -164,7 +164,7 @@ class Endpoint(Generic[P, R]):
         else:
             handed = None
         casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed,
-                          checked=checked)
+                          gathered=gathered, checked=checked)
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -217,7 +217,8 @@ class Endpoint(Generic[P, R]):
             return Future.from_concurrent(refused, None, self._supervision)
         entry = OncePort()
         mesh = self._mesh
-        reply = get_runtime().mailbox.open_port(entry, (casting.plan(mesh).proc_of(rank),))
+        # The proc of `rank`, and its host's relay when calls go through one (casting.plan).
+        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of([rank]))
         ranks = [rank]
         self._post(payload, reply, ranks, checked=True)
         sent = _Sent(self, reply, ranks, mesh._spawned_local(ranks)[0])
@@ -243,7 +244,7 @@ class Endpoint(Generic[P, R]):
             return MeshFuture.of_call(entry, shape, self._decode_one, lambda: None,
                                       self._supervision, None, self._label)
         reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
-        self._post(payload, reply)
+        self._post(payload, reply, gathered=True)
 
         spawned = mesh._spawned_local(range(n))
 

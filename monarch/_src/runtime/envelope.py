@@ -31,6 +31,7 @@ __all__ = [
     "CALL",
     "CONTROL",
     "PORT",
+    "PORT_BATCH",
     "PORT_CLOSED",
     "PORT_ERROR",
     "PORT_VALUE",
@@ -54,6 +55,9 @@ CONTROL = 2  # an operation for the receiving process's agent itself (`Control`)
 PORT_VALUE = 0  # the payload is a value
 PORT_ERROR = 1  # the payload is an exception the receiver raises
 PORT_CLOSED = 2  # the sender closed the port: no further values come
+# The payload is a list of (rank, status, payload) replies gathered by a host's relay
+# (`mesh/relay.py`); only a `GatherPort` is sent one.
+PORT_BATCH = 3
 
 PortAddr = tuple[str, int]
 Payload = tuple[bytes, list[Any]]
@@ -98,7 +102,7 @@ class PortMsg(NamedTuple):
     rank: int | None
     """The sender's rank within the mesh that answers (None outside a mesh)."""
     status: int
-    """`PORT_VALUE`, `PORT_ERROR` or `PORT_CLOSED`."""
+    """`PORT_VALUE`, `PORT_ERROR`, `PORT_CLOSED` or `PORT_BATCH`."""
 
 
 class Control(NamedTuple):

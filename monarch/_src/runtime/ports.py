@@ -16,7 +16,7 @@ from collections import deque
 from typing import Any, Callable
 
 from monarch._src.runtime.completion import Completion
-from monarch._src.runtime.envelope import PORT_CLOSED, PORT_ERROR, Payload, decode
+from monarch._src.runtime.envelope import PORT_BATCH, PORT_CLOSED, PORT_ERROR, Payload, decode
 
 __all__ = [
     "CountPort",
@@ -67,7 +67,8 @@ class PortEntry:
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         """One `PORT` envelope arrived: its encoded `payload`, the sender's `rank` (None outside a
-        mesh) and its status (`PORT_VALUE`, `PORT_ERROR` or `PORT_CLOSED`)."""
+        mesh) and its status (`PORT_VALUE`, `PORT_ERROR` or `PORT_CLOSED`; `PORT_BATCH`, a
+        host's gathered replies, reaches only a `GatherPort`)."""
         raise NotImplementedError
 
     def fail(self, exc: BaseException) -> None:
@@ -121,6 +122,11 @@ class GatherPort(PortEntry):
             self.cf.set_result([])
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if status == PORT_BATCH:  # a host's replies, gathered by its relay
+            batch: Any = payload  # [(rank, status, payload), ...], see PORT_BATCH
+            for one_rank, one_status, one_payload in batch:
+                self.deliver(one_payload, one_rank, one_status)
+            return
         if self.closed or rank is None or self.replies[rank] is not None:
             return
         now = time.monotonic()
