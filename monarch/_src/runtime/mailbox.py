@@ -273,9 +273,11 @@ class Mailbox:
         if addr == self.address:
             env = _private_copy(env)
         elif (written is None and not self._outq and not self._flushing
-              and (type(env) is Call or type(env) is PortMsg) and not env.payload[1]):
+              and (type(env) is Call or type(env) is PortMsg)):
             loop_thread = self.loop_thread
+            payload = env.payload  # (bytes, out-of-band buffers); a relay's batch is a list
             if (loop_thread is not None and loop_thread.ident != threading.get_ident()
+                    and type(payload) is tuple and not payload[1]
                     and self.transport.send_direct(self._alias.get(addr, addr), env)):
                 return
         self._enqueue(addr, env, written)
