@@ -45,11 +45,19 @@ class Counters:
         self.into = 0
         transport = get_runtime().mailbox.transport
         send, encode, decode = transport.send, comm.encode_batch, comm.decode_batch
+        send_direct = transport.send_direct
+
+        def is_cast(env: Any) -> bool:
+            return env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast"))
 
         def spy_send(addr: str, env: Any, written: Any = None) -> None:
-            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
-                self.casts += 1
+            self.casts += is_cast(env)
             send(addr, env, written)
+
+        def spy_direct(addr: str, env: Any) -> bool:  # written by the calling thread itself
+            sent: bool = send_direct(addr, env)
+            self.casts += sent and is_cast(env)
+            return sent
 
         def spy_encode(envs: Any) -> list[Any]:
             frames = encode(envs)
@@ -61,6 +69,7 @@ class Counters:
             return decode(frames)
 
         transport.send = spy_send  # type: ignore[method-assign]  # benchmark probe
+        transport.send_direct = spy_direct  # type: ignore[method-assign]  # benchmark probe
         comm.encode_batch = spy_encode  # type: ignore[assignment]  # benchmark probe
         comm.decode_batch = spy_decode  # type: ignore[assignment]  # benchmark probe
 

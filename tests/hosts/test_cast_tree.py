@@ -63,14 +63,26 @@ class Sent:
         transport = get_runtime().mailbox.transport
         send = transport.send
 
-        def spy(addr: str, env: Any, written: Any = None) -> None:
+        send_direct = transport.send_direct
+
+        def note(addr: str, env: Any) -> None:
             # The casts only (not heartbeats, replies or spawns).
             if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
                 with self.lock:
                     self.items.append((addr, env[0], env.op if env[0] == CONTROL else env.method))
+
+        def spy(addr: str, env: Any, written: Any = None) -> None:
+            note(addr, env)
             send(addr, env, written)
 
+        def spy_direct(addr: str, env: Any) -> bool:  # written by the calling thread itself
+            sent: bool = send_direct(addr, env)
+            if sent:
+                note(addr, env)
+            return sent
+
         monkeypatch.setattr(transport, "send", spy)
+        monkeypatch.setattr(transport, "send_direct", spy_direct)
 
     def take(self) -> list[tuple[str, int, str]]:
         with self.lock:

@@ -55,11 +55,22 @@ class Casts:
         transport = get_runtime().mailbox.transport
         send = transport.send
 
-        def spy(addr: str, env: Any, written: Any = None) -> None:
+        send_direct = transport.send_direct
+
+        def note(env: Any) -> None:
             if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
                 with self.lock:
                     self.sent.append((env[0], env.op if env[0] == CONTROL else env.method))
+
+        def spy(addr: str, env: Any, written: Any = None) -> None:
+            note(env)
             send(addr, env, written)
+
+        def spy_direct(addr: str, env: Any) -> bool:  # written by the calling thread itself
+            sent: bool = send_direct(addr, env)
+            if sent:
+                note(env)
+            return sent
 
         deliver = GatherPort.deliver
 
@@ -69,6 +80,7 @@ class Casts:
             deliver(port, payload, rank, status)
 
         monkeypatch.setattr(transport, "send", spy)
+        monkeypatch.setattr(transport, "send_direct", spy_direct)
         monkeypatch.setattr(GatherPort, "deliver", counting)
 
     def take(self) -> list[tuple[int, str]]:
