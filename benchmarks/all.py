@@ -156,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         error = record["report"].get("error")
         if error or record["returncode"] != 0:
             failed.append(name)
-        _log(f"{name}: {'FAILED: ' + str(error) if error else 'ok'} "
-             f"(exit {record['returncode']}, {time.perf_counter() - t0:.0f} s) -> {path}")
+        status = f"FAILED: {error}" if error else "ok" if record["returncode"] == 0 else (
+            "a measurement failed (see its report)")
+        _log(f"{name}: {status} (exit {record['returncode']}, "
+             f"{time.perf_counter() - t0:.0f} s) -> {path}")
     if failed:
         _log(f"failed: {', '.join(failed)}")
     return 1 if failed else 0

@@ -19,9 +19,9 @@ What is measured per `call()` of a no-op endpoint, after a warm-up:
   transport wrote per call (the frames of every batch it encoded), counted by wrapping the
   transport's batch encoder on the controller's loop thread only.
 
-Meshes: `agents<N>`, a one-dimensional mesh of N agents; and `hosts<H>x<R>`, H simulated hosts
-with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of `--per-host`.
-Rank r lives on host r // R. A flat cast posts one envelope per rank, so the controller's cost
+Meshes: `agents<N>`, a one-dimensional mesh of N agents on one host; and `hosts<H>x<R>`, H
+simulated hosts with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of
+`--per-host`. Rank r lives on host r // R (given to the `ProcTable` where it records hosts). A flat cast posts one envelope per rank, so the controller's cost
 grows with H x R; a cast through one relay per host would grow with H only. `scaling` compares,
 per H, the largest R against R = 1 (`ratio` near R: grows with ranks; near 1: with hosts), and
 gives the latency per log2(H).
@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import math
 import statistics
 import threading
@@ -134,9 +135,16 @@ def _thread_cpu_s(threads: list[threading.Thread]) -> float:
     return total
 
 
-def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: str) -> ProcMesh:
-    """A proc mesh over already-running agents, as `spawn_procs` would return it once up."""
-    table = ProcTable(list(addresses))
+def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: str,
+              per_host: int | None) -> ProcMesh:
+    """A proc mesh over already-running agents, as `spawn_procs` would return it once up; with
+    `per_host`, rank r is on simulated host r // per_host, recorded in the table when this
+    package's `ProcTable` records hosts (`hosts=`, what a cast tree reads)."""
+    if per_host is not None and "hosts" in inspect.signature(ProcTable).parameters:
+        hosts = [rank // per_host for rank in range(len(addresses))]
+        table = ProcTable(list(addresses), hosts=hosts)  # type: ignore[call-arg]  # see above
+    else:
+        table = ProcTable(list(addresses))
     table.name = name
     strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
     return ProcMesh._create(table, Shape(labels, Slice(offset=0, sizes=sizes, strides=strides)),
@@ -144,12 +152,13 @@ def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: s
 
 
 def measure(agents: Agents, counter: WriteCounter, labels: list[str], sizes: list[int],
-            calls: int) -> dict[str, Any]:
-    """Spawn Echo on a mesh of `sizes` agents, time `calls` call()s, stop the actors."""
+            calls: int, per_host: int | None) -> dict[str, Any]:
+    """Spawn Echo on a mesh of `sizes` agents (`per_host` ranks on each simulated host, None:
+    one host), time `calls` call()s, stop the actors."""
     n = math.prod(sizes)
     name = "x".join(map(str, sizes))
     t0 = time.perf_counter()
-    procs = _sim_mesh(agents.addresses[:n], labels, sizes, f"w7sim-{name}")
+    procs = _sim_mesh(agents.addresses[:n], labels, sizes, f"w7sim-{name}", per_host)
     actors = procs.spawn("echo", Echo)
     first = actors.noop.call(0).get(timeout=GET_TIMEOUT_S)
     spawn_s = time.perf_counter() - t0
@@ -221,14 +230,14 @@ def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int) -> 
     assert loop_thread is not None
     try:
         with WriteCounter(loop_thread).installed() as counter:
-            runs: list[tuple[str, list[str], list[int]]] = [
-                (f"agents{agents_n}", ["procs"], [agents_n])]
-            runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r])
+            runs: list[tuple[str, list[str], list[int], int | None]] = [
+                (f"agents{agents_n}", ["procs"], [agents_n], None)]
+            runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r], r)
                      for h in hosts for r in per_host]
-            for name, labels, sizes in runs:
+            for name, labels, sizes, r in runs:
                 measure_one: Callable[[], dict[str, Any]] = (
-                    lambda labels=labels, sizes=sizes: measure(agents, counter, labels, sizes,
-                                                               calls))
+                    lambda labels=labels, sizes=sizes, r=r: measure(agents, counter, labels,
+                                                                    sizes, calls, r))
                 report[name] = wl._guarded(f"W7b {name}", measure_one)
     finally:
         agents.close()
