@@ -30,6 +30,7 @@ Part (b) is in `w7_sim.py` (internal API of this package).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -265,7 +266,7 @@ def part_a(args: argparse.Namespace) -> dict[str, Any]:
                               "python": platform.python_version(), "cpus": os.cpu_count()}
     for n in args.procs:
         report[f"N{n}"] = wl._guarded(f"W7a N={n}",
-                                      lambda n=n: run_one(n, args.calls, args.idle_s))
+                                      functools.partial(run_one, n, args.calls, args.idle_s))
     return report
 
 

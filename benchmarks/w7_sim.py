@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import inspect
 import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -116,11 +117,11 @@ class WriteCounter:
                 self.bytes += sum(memoryview(f).nbytes for f in frames)
             return frames
 
-        comm.encode_batch = counting  # type: ignore[assignment]  # the one wrapped function
+        comm.encode_batch = counting
         try:
             yield self
         finally:
-            comm.encode_batch = original  # type: ignore[assignment]
+            comm.encode_batch = original
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.batches, self.envelopes, self.bytes
@@ -235,10 +236,9 @@ def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int) -> 
             runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r], r)
                      for h in hosts for r in per_host]
             for name, labels, sizes, r in runs:
-                measure_one: Callable[[], dict[str, Any]] = (
-                    lambda labels=labels, sizes=sizes, r=r: measure(agents, counter, labels,
-                                                                    sizes, calls, r))
-                report[name] = wl._guarded(f"W7b {name}", measure_one)
+                report[name] = wl._guarded(
+                    f"W7b {name}", functools.partial(measure, agents, counter, labels, sizes,
+                                                     calls, r))
     finally:
         agents.close()
     report["scaling"] = _scaling(report, hosts, per_host)
