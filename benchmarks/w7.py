@@ -5,7 +5,7 @@ part (b), many simulated procs and hosts in one process, runs under this package
                                      [--systems ours,torchmonarch] [--settle-s 10] [--retries 1]
                                      [--here]
     python benchmarks/w7.py --part b [--agents 1024] [--hosts 16,64,256] [--per-host 1,4]
-                                     [--calls 60]
+                                     [--calls 60] [--agent-transport inproc|tcp]
 
 prints ONE JSON object on stdout (progress on stderr) and exits 1 if a measurement failed. This
 program prints numbers; it never asserts a time.
@@ -296,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=1024, help="(b) one-dimensional mesh size")
     parser.add_argument("--hosts", type=_ints, default=[16, 64, 256], help="(b) simulated hosts")
     parser.add_argument("--per-host", type=_ints, default=[1, 4], help="(b) ranks per host")
+    parser.add_argument("--agent-transport", choices=("inproc", "tcp"), default="inproc",
+                        help="(b) what the simulated procs listen on")
     args = parser.parse_args(argv)
     if args.calls < 1:
         parser.error("--calls must be at least 1")
@@ -320,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
                          "venv, not torchmonarch's")
         import w7_sim
 
-        report = w7_sim.part_b(args.agents, args.hosts, args.per_host, args.calls)
+        report = w7_sim.part_b(args.agents, args.hosts, args.per_host, args.calls,
+                               args.agent_transport)
     print(json.dumps(report), flush=True)
     failed = any(isinstance(v, dict) and "error" in v for v in report.values())
     return 1 if failed else 0

@@ -8,6 +8,12 @@ controller's runtime (its usual loopback transport) encodes and posts the calls,
 mailboxes receive them over inproc, the actors answer over the controller's listen address.
 All agents share one event loop on one thread (`w7-agents`), apart from the controller's.
 
+Dask's inproc comm costs the sender a task and a cross-thread wake-up (a self-pipe write) per
+message, where a tcp peer is written synchronously by `SocketChannel.write_now`; so the
+controller's CPU per envelope is higher over inproc than to real procs. `--agent-transport tcp`
+gives each agent a loopback tcp port instead (the controller's writes are then the production
+path), at the price of one socket pair per agent.
+
 What is measured per `call()` of a no-op endpoint, after a warm-up:
 
 * `p50_ms`, `p99_ms`: the latency of `call(i).get()`. Everything runs in one interpreter here,
@@ -62,23 +68,24 @@ class Echo(Actor):
 
 
 class Agents:
-    """`n` proc agents on `inproc://` addresses, driven by one event loop on one thread."""
+    """`n` proc agents listening on `listen` (`inproc://`, or `tcp://127.0.0.1:0`: one port
+    each), driven by one event loop on one thread."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, listen: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="w7-agents",
                                        daemon=True)
         self.thread.start()
         self.mailboxes: list[Mailbox] = []
-        self.addresses: list[str] = self._submit(self._start(n)).result(GET_TIMEOUT_S)
+        self.addresses: list[str] = self._submit(self._start(n, listen)).result(GET_TIMEOUT_S)
 
     def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    async def _start(self, n: int) -> list[str]:
+    async def _start(self, n: int, listen: str) -> list[str]:
         for i in range(n):
             mailbox = Mailbox(self.loop)
-            await mailbox.start("inproc://")
+            await mailbox.start(listen)
             rt = Runtime(self.loop, mailbox, f"w7-agent-{i}", False)
             rt.loop_thread = mailbox.loop_thread = self.thread
             install_agent(rt)
@@ -220,13 +227,18 @@ def _scaling(report: dict[str, Any], hosts: list[int], per_host: list[int]) -> d
     return out
 
 
-def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int) -> dict[str, Any]:
+AGENT_LISTEN = {"inproc": "inproc://", "tcp": "tcp://127.0.0.1:0"}
+
+
+def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int,
+           transport: str = "inproc") -> dict[str, Any]:
     needed = max([agents_n] + [h * r for h in hosts for r in per_host])
-    report: dict[str, Any] = {"part": "b", "system": wl.SYSTEM, "agents": needed}
+    report: dict[str, Any] = {"part": "b", "system": wl.SYSTEM, "agents": needed,
+                              "agent_transport": transport}
     t0 = time.perf_counter()
-    agents = Agents(needed)
+    agents = Agents(needed, AGENT_LISTEN[transport])
     report["start_agents_s"] = round(time.perf_counter() - t0, 2)
-    wl._log(f"W7b: {needed} agents on inproc:// in {report['start_agents_s']} s")
+    wl._log(f"W7b: {needed} agents on {transport} in {report['start_agents_s']} s")
     loop_thread = get_runtime().loop_thread
     assert loop_thread is not None
     try:
