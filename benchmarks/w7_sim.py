@@ -9,10 +9,9 @@ mailboxes receive them over inproc, the actors answer over the controller's list
 All agents share one event loop on one thread (`w7-agents`), apart from the controller's.
 
 Dask's inproc comm costs the sender a task and a cross-thread wake-up (a self-pipe write) per
-message, where a tcp peer is written synchronously by `SocketChannel.write_now`; so the
-controller's CPU per envelope is higher over inproc than to real procs. `--agent-transport tcp`
-gives each agent a loopback tcp port instead (the controller's writes are then the production
-path), at the price of one socket pair per agent.
+message, where a tcp peer is written synchronously by `SocketChannel.write_now`.
+`--agent-transport tcp` gives each agent a loopback tcp port instead, so the controller writes
+as it does to real procs, at the price of one socket pair per agent.
 
 What is measured per `call()` of a no-op endpoint, after a warm-up:
 
