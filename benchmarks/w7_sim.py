@@ -22,7 +22,7 @@ What is measured per `call()` of a no-op endpoint, after a warm-up:
   threads are not counted.
 * `controller_bytes`, `controller_envelopes`, `controller_batches`: what the controller's
   transport wrote per call (the frames of every batch it encoded), counted by wrapping the
-  transport's batch encoder on the controller's loop thread only.
+  transport's batch encoder on the controller's two threads only.
 
 Meshes: `agents<N>`, a one-dimensional mesh of N agents on one host; and `hosts<H>x<R>`, H
 simulated hosts with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of
@@ -105,10 +105,11 @@ class WriteCounter:
     """Counts what the controller's transport writes: batches, envelopes and frame bytes.
 
     Wraps `comm.encode_batch`, which every peer's writer calls once per batch, and counts only
-    the calls made on the controller's loop thread (the agents encode on their own thread)."""
+    the calls made on the controller's threads: its loop, and the calling thread, which may
+    write a call straight to a socket (the agents and actors encode on their own threads)."""
 
-    def __init__(self, controller_thread: threading.Thread) -> None:
-        self.ident = controller_thread.ident
+    def __init__(self, controller_threads: list[threading.Thread]) -> None:
+        self.idents = {thread.ident for thread in controller_threads}
         self.batches = self.envelopes = self.bytes = 0
 
     @contextmanager
@@ -117,7 +118,7 @@ class WriteCounter:
 
         def counting(envelopes: Sequence[Any]) -> list[Any]:
             frames = original(envelopes)
-            if threading.get_ident() == self.ident:
+            if threading.get_ident() in self.idents:
                 self.batches += 1
                 self.envelopes += len(envelopes)
                 self.bytes += sum(memoryview(f).nbytes for f in frames)
@@ -241,7 +242,8 @@ def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int,
     loop_thread = get_runtime().loop_thread
     assert loop_thread is not None
     try:
-        with WriteCounter(loop_thread).installed() as counter:
+        controller = [threading.current_thread(), loop_thread]
+        with WriteCounter(controller).installed() as counter:
             runs: list[tuple[str, list[str], list[int], int | None]] = [
                 (f"agents{agents_n}", ["procs"], [agents_n], None)]
             runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r], r)
