@@ -57,6 +57,10 @@ BENCHMARKS: dict[str, Benchmark] = {
     "w7b": Benchmark("w7.py", ("--part", "b"),
                      ("--part", "b", "--agents", "64", "--hosts", "4,16", "--calls", "10"),
                      "W7 (b) 1,024 inproc agents, 16/64/256 simulated hosts"),
+    "w7b-tcp": Benchmark("w7.py", ("--part", "b", "--agent-transport", "tcp"),
+                         ("--part", "b", "--agent-transport", "tcp", "--agents", "64",
+                          "--hosts", "4,16", "--calls", "10"),
+                         "W7 (b) with the agents on loopback tcp (the controller's real path)"),
     "w8-tensor": Benchmark("tensor_bench.py", (), ("--quick",), "W8 tensor engine / raw gloo"),
     "simulator": Benchmark("simulator_validation.py", (),
                            ("--steps", "5", "--warmup", "2", "--rounds", "1"),
@@ -156,8 +160,10 @@ def main(argv: list[str] | None = None) -> int:
         error = record["report"].get("error")
         if error or record["returncode"] != 0:
             failed.append(name)
-        _log(f"{name}: {'FAILED: ' + str(error) if error else 'ok'} "
-             f"(exit {record['returncode']}, {time.perf_counter() - t0:.0f} s) -> {path}")
+        status = f"FAILED: {error}" if error else "ok" if record["returncode"] == 0 else (
+            "a measurement failed (see its report)")
+        _log(f"{name}: {status} (exit {record['returncode']}, "
+             f"{time.perf_counter() - t0:.0f} s) -> {path}")
     if failed:
         _log(f"failed: {', '.join(failed)}")
     return 1 if failed else 0

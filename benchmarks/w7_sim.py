@@ -8,6 +8,11 @@ controller's runtime (its usual loopback transport) encodes and posts the calls,
 mailboxes receive them over inproc, the actors answer over the controller's listen address.
 All agents share one event loop on one thread (`w7-agents`), apart from the controller's.
 
+Dask's inproc comm costs the sender a task and a cross-thread wake-up (a self-pipe write) per
+message, where a tcp peer is written synchronously by `SocketChannel.write_now`.
+`--agent-transport tcp` gives each agent a loopback tcp port instead, so the controller writes
+as it does to real procs, at the price of one socket pair per agent.
+
 What is measured per `call()` of a no-op endpoint, after a warm-up:
 
 * `p50_ms`, `p99_ms`: the latency of `call(i).get()`. Everything runs in one interpreter here,
@@ -17,11 +22,11 @@ What is measured per `call()` of a no-op endpoint, after a warm-up:
   threads are not counted.
 * `controller_bytes`, `controller_envelopes`, `controller_batches`: what the controller's
   transport wrote per call (the frames of every batch it encoded), counted by wrapping the
-  transport's batch encoder on the controller's loop thread only.
+  transport's batch encoder on the controller's two threads only.
 
-Meshes: `agents<N>`, a one-dimensional mesh of N agents; and `hosts<H>x<R>`, H simulated hosts
-with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of `--per-host`.
-Rank r lives on host r // R. A flat cast posts one envelope per rank, so the controller's cost
+Meshes: `agents<N>`, a one-dimensional mesh of N agents on one host; and `hosts<H>x<R>`, H
+simulated hosts with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of
+`--per-host`. Rank r lives on host r // R (given to the `ProcTable` where it records hosts). A flat cast posts one envelope per rank, so the controller's cost
 grows with H x R; a cast through one relay per host would grow with H only. `scaling` compares,
 per H, the largest R against R = 1 (`ratio` near R: grows with ranks; near 1: with hosts), and
 gives the latency per log2(H).
@@ -31,11 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
+import inspect
 import math
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -60,23 +67,24 @@ class Echo(Actor):
 
 
 class Agents:
-    """`n` proc agents on `inproc://` addresses, driven by one event loop on one thread."""
+    """`n` proc agents listening on `listen` (`inproc://`, or `tcp://127.0.0.1:0`: one port
+    each), driven by one event loop on one thread."""
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, listen: str) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="w7-agents",
                                        daemon=True)
         self.thread.start()
         self.mailboxes: list[Mailbox] = []
-        self.addresses: list[str] = self._submit(self._start(n)).result(GET_TIMEOUT_S)
+        self.addresses: list[str] = self._submit(self._start(n, listen)).result(GET_TIMEOUT_S)
 
     def _submit(self, coro: Any) -> concurrent.futures.Future[Any]:
         return asyncio.run_coroutine_threadsafe(coro, self.loop)
 
-    async def _start(self, n: int) -> list[str]:
+    async def _start(self, n: int, listen: str) -> list[str]:
         for i in range(n):
             mailbox = Mailbox(self.loop)
-            await mailbox.start("inproc://")
+            await mailbox.start(listen)
             rt = Runtime(self.loop, mailbox, f"w7-agent-{i}", False)
             rt.loop_thread = mailbox.loop_thread = self.thread
             install_agent(rt)
@@ -97,10 +105,11 @@ class WriteCounter:
     """Counts what the controller's transport writes: batches, envelopes and frame bytes.
 
     Wraps `comm.encode_batch`, which every peer's writer calls once per batch, and counts only
-    the calls made on the controller's loop thread (the agents encode on their own thread)."""
+    the calls made on the controller's threads: its loop, and the calling thread, which may
+    write a call straight to a socket (the agents and actors encode on their own threads)."""
 
-    def __init__(self, controller_thread: threading.Thread) -> None:
-        self.ident = controller_thread.ident
+    def __init__(self, controller_threads: list[threading.Thread]) -> None:
+        self.idents = {thread.ident for thread in controller_threads}
         self.batches = self.envelopes = self.bytes = 0
 
     @contextmanager
@@ -109,17 +118,17 @@ class WriteCounter:
 
         def counting(envelopes: Sequence[Any]) -> list[Any]:
             frames = original(envelopes)
-            if threading.get_ident() == self.ident:
+            if threading.get_ident() in self.idents:
                 self.batches += 1
                 self.envelopes += len(envelopes)
                 self.bytes += sum(memoryview(f).nbytes for f in frames)
             return frames
 
-        comm.encode_batch = counting  # type: ignore[assignment]  # the one wrapped function
+        comm.encode_batch = counting
         try:
             yield self
         finally:
-            comm.encode_batch = original  # type: ignore[assignment]
+            comm.encode_batch = original
 
     def snapshot(self) -> tuple[int, int, int]:
         return self.batches, self.envelopes, self.bytes
@@ -134,9 +143,16 @@ def _thread_cpu_s(threads: list[threading.Thread]) -> float:
     return total
 
 
-def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: str) -> ProcMesh:
-    """A proc mesh over already-running agents, as `spawn_procs` would return it once up."""
-    table = ProcTable(list(addresses))
+def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: str,
+              per_host: int | None) -> ProcMesh:
+    """A proc mesh over already-running agents, as `spawn_procs` would return it once up; with
+    `per_host`, rank r is on simulated host r // per_host, recorded in the table when this
+    package's `ProcTable` records hosts (`hosts=`, what a cast tree reads)."""
+    if per_host is not None and "hosts" in inspect.signature(ProcTable).parameters:
+        hosts = [rank // per_host for rank in range(len(addresses))]
+        table = ProcTable(list(addresses), hosts=hosts)  # type: ignore[call-arg]  # see above
+    else:
+        table = ProcTable(list(addresses))
     table.name = name
     strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
     return ProcMesh._create(table, Shape(labels, Slice(offset=0, sizes=sizes, strides=strides)),
@@ -144,12 +160,13 @@ def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: s
 
 
 def measure(agents: Agents, counter: WriteCounter, labels: list[str], sizes: list[int],
-            calls: int) -> dict[str, Any]:
-    """Spawn Echo on a mesh of `sizes` agents, time `calls` call()s, stop the actors."""
+            calls: int, per_host: int | None) -> dict[str, Any]:
+    """Spawn Echo on a mesh of `sizes` agents (`per_host` ranks on each simulated host, None:
+    one host), time `calls` call()s, stop the actors."""
     n = math.prod(sizes)
     name = "x".join(map(str, sizes))
     t0 = time.perf_counter()
-    procs = _sim_mesh(agents.addresses[:n], labels, sizes, f"w7sim-{name}")
+    procs = _sim_mesh(agents.addresses[:n], labels, sizes, f"w7sim-{name}", per_host)
     actors = procs.spawn("echo", Echo)
     first = actors.noop.call(0).get(timeout=GET_TIMEOUT_S)
     spawn_s = time.perf_counter() - t0
@@ -210,26 +227,31 @@ def _scaling(report: dict[str, Any], hosts: list[int], per_host: list[int]) -> d
     return out
 
 
-def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int) -> dict[str, Any]:
+AGENT_LISTEN = {"inproc": "inproc://", "tcp": "tcp://127.0.0.1:0"}
+
+
+def part_b(agents_n: int, hosts: list[int], per_host: list[int], calls: int,
+           transport: str = "inproc") -> dict[str, Any]:
     needed = max([agents_n] + [h * r for h in hosts for r in per_host])
-    report: dict[str, Any] = {"part": "b", "system": wl.SYSTEM, "agents": needed}
+    report: dict[str, Any] = {"part": "b", "system": wl.SYSTEM, "agents": needed,
+                              "agent_transport": transport}
     t0 = time.perf_counter()
-    agents = Agents(needed)
+    agents = Agents(needed, AGENT_LISTEN[transport])
     report["start_agents_s"] = round(time.perf_counter() - t0, 2)
-    wl._log(f"W7b: {needed} agents on inproc:// in {report['start_agents_s']} s")
+    wl._log(f"W7b: {needed} agents on {transport} in {report['start_agents_s']} s")
     loop_thread = get_runtime().loop_thread
     assert loop_thread is not None
     try:
-        with WriteCounter(loop_thread).installed() as counter:
-            runs: list[tuple[str, list[str], list[int]]] = [
-                (f"agents{agents_n}", ["procs"], [agents_n])]
-            runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r])
+        controller = [threading.current_thread(), loop_thread]
+        with WriteCounter(controller).installed() as counter:
+            runs: list[tuple[str, list[str], list[int], int | None]] = [
+                (f"agents{agents_n}", ["procs"], [agents_n], None)]
+            runs += [(f"hosts{h}x{r}", ["hosts", "procs"], [h, r], r)
                      for h in hosts for r in per_host]
-            for name, labels, sizes in runs:
-                measure_one: Callable[[], dict[str, Any]] = (
-                    lambda labels=labels, sizes=sizes: measure(agents, counter, labels, sizes,
-                                                               calls))
-                report[name] = wl._guarded(f"W7b {name}", measure_one)
+            for name, labels, sizes, r in runs:
+                report[name] = wl._guarded(
+                    f"W7b {name}", functools.partial(measure, agents, counter, labels, sizes,
+                                                     calls, r))
     finally:
         agents.close()
     report["scaling"] = _scaling(report, hosts, per_host)
