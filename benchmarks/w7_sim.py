@@ -37,7 +37,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
-import inspect
 import math
 import statistics
 import threading
@@ -146,13 +145,10 @@ def _thread_cpu_s(threads: list[threading.Thread]) -> float:
 def _sim_mesh(addresses: list[str], labels: list[str], sizes: list[int], name: str,
               per_host: int | None) -> ProcMesh:
     """A proc mesh over already-running agents, as `spawn_procs` would return it once up; with
-    `per_host`, rank r is on simulated host r // per_host, recorded in the table when this
-    package's `ProcTable` records hosts (`hosts=`, what a cast tree reads)."""
-    if per_host is not None and "hosts" in inspect.signature(ProcTable).parameters:
-        hosts = [rank // per_host for rank in range(len(addresses))]
-        table = ProcTable(list(addresses), hosts=hosts)  # type: ignore[call-arg]  # see above
-    else:
-        table = ProcTable(list(addresses))
+    `per_host`, rank r is on simulated host r // per_host, recorded in the table
+    (`ProcTable.hosts`, what a cast tree reads)."""
+    hosts = None if per_host is None else [rank // per_host for rank in range(len(addresses))]
+    table = ProcTable(list(addresses), hosts=hosts)
     table.name = name
     strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
     return ProcMesh._create(table, Shape(labels, Slice(offset=0, sizes=sizes, strides=strides)),
