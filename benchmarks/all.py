@@ -1,7 +1,7 @@
 """Runs every benchmark program and writes each report to `benchmarks/results/`, with the load.
 
     python benchmarks/all.py [--only NAME,...] [--skip NAME,...] [--quick] [--out DIR]
-                             [--timeout SECONDS] [--list]
+                             [--timeout SECONDS] [--before DIR] [--list]
 
 (`make bench` runs it.) Each benchmark runs in its own process group from `benchmarks/`, as
 `run.py` runs its systems (this checkout first on `PYTHONPATH`, `.venv/bin/python` when it
@@ -15,7 +15,9 @@ wrapped with what makes it comparable later:
 A benchmark that fails, hangs past `--timeout` or prints no JSON still gets its file, with
 `report.error` and the tail of its stderr; the others still run, and the exit status is 1.
 `--quick` passes each program its smoke-test options and writes to a temporary folder unless
-`--out` is given, so smoke runs never land in `benchmarks/results/`.
+`--out` is given, so smoke runs never land in `benchmarks/results/`. `--before DIR` (a git
+worktree of an earlier commit) is measured in the same run by the programs that compare with an
+earlier checkout (`BEFORE`: the workloads' "before" system, the notebook interrupt's `--repo`).
 """
 
 from __future__ import annotations
@@ -77,6 +79,13 @@ BENCHMARKS: dict[str, Benchmark] = {
 }
 
 
+# How each program that can compare with an earlier checkout of ours is told where it is.
+BEFORE: dict[str, tuple[str, ...]] = {
+    "workloads": ("--systems", "before,ours,torchmonarch,floor", "--before", "{}"),
+    "notebook-interrupt": ("--repo", "{}"),
+}
+
+
 def _log(msg: str) -> None:
     print(f"[all] {msg}", file=sys.stderr, flush=True)
 
@@ -90,9 +99,13 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def run_one(name: str, bench: Benchmark, quick: bool, timeout: float) -> dict[str, Any]:
-    """Run one benchmark program; the wrapped record of its report (never raises)."""
+def run_one(name: str, bench: Benchmark, quick: bool, timeout: float,
+            before: Path | None = None) -> dict[str, Any]:
+    """Run one benchmark program (with `before`, an earlier checkout, where it compares with
+    one); the wrapped record of its report (never raises)."""
     argv = [run._ours_python(), str(HERE / bench.script), *(bench.quick if quick else bench.args)]
+    if before is not None and name in BEFORE:
+        argv += [arg.format(before) for arg in BEFORE[name]]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(REPO)
     started = datetime.datetime.now(datetime.timezone.utc)
@@ -133,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="folder of the result files (default: benchmarks/results, or a "
                              "temporary folder with --quick)")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per benchmark")
+    parser.add_argument("--before", type=Path, default=None,
+                        help="an earlier checkout (git worktree) measured in the same run by "
+                             f"{', '.join(BEFORE)}")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)
     if args.list:
@@ -141,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
+    if args.before is not None and not (args.before / "monarch" / "__init__.py").is_file():
+        parser.error(f"--before {args.before}: not a checkout of this project (no "
+                     "monarch/__init__.py there); make one with `git worktree add DIR COMMIT`.")
     selected = _names(args.only, parser) or list(BENCHMARKS)
     skipped = set(_names(args.skip, parser))
     out = args.out or (Path(tempfile.mkdtemp(prefix="monarch-bench-")) if args.quick
@@ -153,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         bench = BENCHMARKS[name]
         _log(f"{name}: {bench.script} ({bench.what}); load {os.getloadavg()[0]:.2f}")
         t0 = time.perf_counter()
-        record = run_one(name, bench, args.quick, args.timeout)
+        record = run_one(name, bench, args.quick, args.timeout, args.before)
         date = record["started_utc"][:10]
         path = out / f"{date}-{name}.json"
         path.write_text(json.dumps(record, indent=1) + "\n")

@@ -87,6 +87,28 @@ def test_all_quick_passes_smoke_options_and_refuses_unknown_names(
     assert "Unknown benchmark(s) ['nope']" in capsys.readouterr().err
 
 
+def test_all_before_reaches_the_programs_that_compare(
+    tmp_path: Path, monkeypatch: Any, capsys: Any
+) -> None:
+    all_ = _bench_module("all")
+    ok = _script(tmp_path, "ok.py", """
+        import json, sys
+        print(json.dumps({"args": sys.argv[1:]}))
+    """)
+    monkeypatch.setattr(all_, "BENCHMARKS", {
+        "workloads": all_.Benchmark(str(ok), ("--full",), (), "compares"),
+        "other": all_.Benchmark(str(ok), ("--full",), (), "does not")})
+    out = tmp_path / "out"
+    assert all_.main(["--out", str(out), "--before", str(REPO)]) == 0
+    compares = json.loads(next(out.glob("*-workloads.json")).read_text())["report"]["args"]
+    assert compares == ["--full", "--systems", "before,ours,torchmonarch,floor",
+                        "--before", str(REPO)]
+    assert json.loads(next(out.glob("*-other.json")).read_text())["report"]["args"] == ["--full"]
+    with pytest.raises(SystemExit):
+        all_.main(["--before", str(tmp_path)])
+    assert "not a checkout of this project" in capsys.readouterr().err
+
+
 def test_w7_process_figures_come_from_proc(tmp_path: Path) -> None:
     w7 = _bench_module("w7")
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
