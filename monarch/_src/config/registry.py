@@ -139,37 +139,32 @@ def _port_range(value: object) -> object:
     return value
 
 
-def _progress(value: object) -> object:
-    text = str(value).strip().lower()
-    if text not in ("auto", "always", "off"):
-        raise ValueError(
-            f"Config key 'progress' expects 'auto' (show long work, past 0.5 s, on a terminal "
-            f"or in a notebook), 'always' (show every progress report, in logs too) or 'off'; "
-            f"got {value!r}."
-        )
-    return text
+def _one_of(key: str, choices: tuple[str, ...], described: str) -> Callable[[object], object]:
+    """The check of a key that takes one of `choices` (any case); `described` says what each
+    means, in the error."""
+
+    def check(value: object) -> object:
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"Config key '{key}' expects {described}; got {value!r}.")
+        return text
+
+    return check
 
 
-def _cast_tree(value: object) -> object:
-    text = str(value).strip().lower()
-    if text not in ("auto", "always", "off"):
-        raise ValueError(
-            f"Config key 'cast_tree' expects 'auto' (casts to procs on two or more hosts go "
-            f"through one relay proc per host), 'always' (through the relays even on one "
-            f"host) or 'off' (one message per rank from the caller); got {value!r}."
-        )
-    return text
-
-
-def _version_check(value: object) -> object:
-    text = str(value).strip().lower()
-    if text not in ("warn", "ignore", "error"):
-        raise ValueError(
-            f"Config key 'version_check' expects 'warn' (warn once per attach when a host's "
-            f"Python, monarch, torch, cloudpickle, numpy or distributed version differs from "
-            f"the controller's), 'ignore' or 'error' (refuse such a host); got {value!r}."
-        )
-    return text
+_progress = _one_of(
+    "progress", ("auto", "always", "off"),
+    "'auto' (show long work, past 0.5 s, on a terminal or in a notebook), 'always' (show every "
+    "progress report, in logs too) or 'off'")
+_cast_tree = _one_of(
+    "cast_tree", ("auto", "always", "off"),
+    "'auto' (casts to procs on two or more hosts go through one relay proc per host), 'always' "
+    "(through the relays even on one host) or 'off' (one message per rank from the caller)")
+_version_check = _one_of(
+    "version_check", ("warn", "ignore", "error"),
+    "'warn' (warn once per attach when a host's Python, monarch, torch, cloudpickle, numpy or "
+    "distributed version differs from the controller's), 'ignore' or 'error' (refuse such a "
+    "host)")
 
 
 _D = Kind.DURATION
