@@ -1,7 +1,7 @@
 """Batches of frames on a plain TCP socket, driven by the event loop's readiness callbacks.
 
-Used for tcp comms once Dask's handshake is done: the socket is taken over from the comm, and
-from then on each batch costs one `sendmsg` (a gather write, so large frames are never copied)
+Used for plain tcp once the opening handshake is done (`tcp.py`'s, or a Dask comm's whose socket
+is taken over), and from then on each batch costs one `sendmsg` (a gather write, so large frames are never copied)
 and, on the receiving side, one `recv_into` into a staging buffer from which every complete batch
 is cut. A batch larger than the staging buffer is read straight into a pooled, pre-faulted buffer
 of its own (`bufpool`), which becomes the memory of the arrays and tensors decoded from it: no
