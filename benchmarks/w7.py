@@ -148,14 +148,7 @@ def run_one(n: int, calls: int, idle_s: float) -> dict[str, Any]:
         noop = probes.noop
         for i in range(max(3, calls // 10)):
             noop.call(i).get(timeout=GET_TIMEOUT_S)
-        samples: list[int] = []
-        for i in range(calls):
-            t = time.perf_counter_ns()
-            values = noop.call(i).get(timeout=GET_TIMEOUT_S)
-            samples.append(time.perf_counter_ns() - t)
-            if len(values) != n:
-                wl._check(False, f"call {i} gathered {len(values)} values, not {n}")
-        latency = wl._latency_summary(samples)
+        latency = wl._latency_summary(wl.timed_calls(noop, calls, n, timeout=GET_TIMEOUT_S))
 
         everything = _descendants(os.getpid())
         idle_procs, idle_all = _idle_cpu_pct([pids, everything], idle_s)

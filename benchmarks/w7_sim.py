@@ -174,15 +174,9 @@ def measure(agents: Agents, counter: WriteCounter, labels: list[str], sizes: lis
     controller = [threading.current_thread(), get_runtime().loop_thread]
     assert controller[1] is not None
     threads = [t for t in controller if t is not None]
-    samples: list[int] = []
     written0 = counter.snapshot()
     cpu0 = _thread_cpu_s(threads)
-    for i in range(calls):
-        t = time.perf_counter_ns()
-        values = noop.call(i).get(timeout=GET_TIMEOUT_S)
-        samples.append(time.perf_counter_ns() - t)
-        if len(values) != n:
-            wl._check(False, f"call {i} gathered {len(values)} values, not {n}")
+    samples = wl.timed_calls(noop, calls, n, timeout=GET_TIMEOUT_S)
     cpu = _thread_cpu_s(threads) - cpu0
     batches, envelopes, nbytes = (b - a for a, b in zip(written0, counter.snapshot()))
     wl._check(nbytes > 0, "the controller's transport wrote nothing that was counted: "

@@ -259,19 +259,26 @@ def run_w3(one: Any, calls: int, repeats: int) -> dict[str, Any]:
     }
 
 
-def run_w4(four: Any, warmup: int, calls: int) -> dict[str, Any]:
-    noop = four.noop
-    for i in range(warmup):
-        noop.call(i).get(timeout=GET_TIMEOUT_S)
+def timed_calls(endpoint: Any, calls: int, n: int, what: str = "call",
+                timeout: float = GET_TIMEOUT_S) -> list[int]:
+    """Nanoseconds of each of `calls` sequential `endpoint.call(i).get(timeout)`, each checked
+    to gather `n` values (W4, and W7's `call()` latencies)."""
     samples: list[int] = []
     clock = time.perf_counter_ns
     for i in range(calls):
         t0 = clock()
-        values = noop.call(i).get(timeout=GET_TIMEOUT_S)
+        values = endpoint.call(i).get(timeout=timeout)
         samples.append(clock() - t0)
-        if len(values) != 4:
-            _check(False, f"W4 call {i} gathered {len(values)} values, not 4")
-    return _latency_summary(samples)
+        if len(values) != n:
+            _check(False, f"{what} {i} gathered {len(values)} values, not {n}")
+    return samples
+
+
+def run_w4(four: Any, warmup: int, calls: int) -> dict[str, Any]:
+    noop = four.noop
+    for i in range(warmup):
+        noop.call(i).get(timeout=GET_TIMEOUT_S)
+    return _latency_summary(timed_calls(noop, calls, 4, "W4 call"))
 
 
 def _transfer_rate(one: Any, payload: Any, repeats: int) -> list[float]:
