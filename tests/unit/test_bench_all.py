@@ -34,6 +34,14 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
     return path
 
 
+def _echo_args(tmp_path: Path) -> Path:
+    """A benchmark program whose report is the arguments it was given."""
+    return _script(tmp_path, "ok.py", """
+        import json, sys
+        print(json.dumps({"args": sys.argv[1:]}))
+    """)
+
+
 def test_all_writes_each_report_with_load_and_commit(tmp_path: Path, monkeypatch: Any) -> None:
     all_ = _bench_module("all")
     ok = _script(tmp_path, "ok.py", """
@@ -73,10 +81,7 @@ def test_all_quick_passes_smoke_options_and_refuses_unknown_names(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     all_ = _bench_module("all")
-    ok = _script(tmp_path, "ok.py", """
-        import json, sys
-        print(json.dumps({"args": sys.argv[1:]}))
-    """)
+    ok = _echo_args(tmp_path)
     monkeypatch.setattr(all_, "BENCHMARKS", {
         "ok": all_.Benchmark(str(ok), ("--full",), ("--smoke",), "prints a report")})
     assert all_.main(["--quick", "--out", str(tmp_path)]) == 0
@@ -91,10 +96,7 @@ def test_all_before_reaches_the_programs_that_compare(
     tmp_path: Path, monkeypatch: Any, capsys: Any
 ) -> None:
     all_ = _bench_module("all")
-    ok = _script(tmp_path, "ok.py", """
-        import json, sys
-        print(json.dumps({"args": sys.argv[1:]}))
-    """)
+    ok = _echo_args(tmp_path)
     monkeypatch.setattr(all_, "BENCHMARKS", {
         "workloads": all_.Benchmark(str(ok), ("--full",), (), "compares"),
         "other": all_.Benchmark(str(ok), ("--full",), (), "does not")})
