@@ -9,7 +9,6 @@ call fails it with `SupervisionError` instead of leaving it hanging.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,10 +16,9 @@ import pytest
 
 from monarch.actor import Actor, attach_to_workers, current_rank, endpoint
 from monarch.config import configured
-from monarch._src.runtime.envelope import CALL, CONTROL, PORT_BATCH
-from monarch._src.runtime.ports import GatherPort
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.runtime.envelope import CALL, CONTROL
 from monarch._src.supervision.errors import SupervisionError
+from tests.cast_spies import Casts
 from tests.hosts.conftest import Workers
 
 pytestmark = pytest.mark.timeout(120)
@@ -54,57 +52,6 @@ class Seen(Actor):
         return current_rank().rank
 
 
-class Sent:
-    """The casts the controller's transport writes: (address, kind, a relay op or the method)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.lock = threading.Lock()
-        self.items: list[tuple[str, int, str]] = []
-        transport = get_runtime().mailbox.transport
-        send = transport.send
-
-        send_direct = transport.send_direct
-
-        def note(addr: str, env: Any) -> None:
-            # The casts only (not heartbeats, replies or spawns).
-            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
-                with self.lock:
-                    self.items.append((addr, env[0], env.op if env[0] == CONTROL else env.method))
-
-        def spy(addr: str, env: Any, written: Any = None) -> None:
-            note(addr, env)
-            send(addr, env, written)
-
-        def spy_direct(addr: str, env: Any) -> bool:  # written by the calling thread itself
-            sent: bool = send_direct(addr, env)
-            if sent:
-                note(addr, env)
-            return sent
-
-        monkeypatch.setattr(transport, "send", spy)
-        monkeypatch.setattr(transport, "send_direct", spy_direct)
-
-    def take(self) -> list[tuple[str, int, str]]:
-        with self.lock:
-            items, self.items = self.items, []
-        return items
-
-
-class Batches:
-    """`PORT_BATCH` messages reaching this process's `GatherPort`s."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.count = 0
-        deliver = GatherPort.deliver
-
-        def counting(port: GatherPort, payload: Any, rank: Any, status: int) -> None:
-            if status == PORT_BATCH:
-                self.count += 1
-            deliver(port, payload, rank, status)
-
-        monkeypatch.setattr(GatherPort, "deliver", counting)
-
-
 @pytest.fixture
 def hosts(two_workers: Workers) -> Iterator[Any]:
     mesh = attach_to_workers(ca=TRUST, workers=two_workers.addresses, name="tree")
@@ -118,33 +65,33 @@ def test_one_envelope_per_host_and_one_batch_back(hosts: Any,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     procs = hosts.spawn_procs(per_host={"gpus": 3})
     actors = procs.spawn("seen", Seen)
-    sent, batches = Sent(monkeypatch), Batches(monkeypatch)
+    casts = Casts(monkeypatch)
     # The first call goes before the procs are up: it waits for them, still one per host.
     got = actors.where.call().get(timeout=60)
     assert [v[0] for _, v in got.items()] == list(range(6))
     assert len({v[1] for _, v in got.items()}) == 6
     relays = [procs._table.keys[0], procs._table.keys[3]]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
-    assert batches.count == 2
+    assert sorted(casts.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
+    assert casts.batches == 2
 
     pad = b"x" * 200_000  # out of band: the payload crosses to each host once
     got = actors.where.call(pad).get(timeout=30)
     assert [(v[0], v[2]) for _, v in got.items()] == [(r, len(pad)) for r in range(6)]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
-    assert batches.count == 4
+    assert sorted(casts.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
+    assert casts.batches == 4
 
     # A slice that leaves out the relays still goes through them, and so does a call_one.
     assert [v[0] for _, v in actors.slice(gpus=2).where.call().get(timeout=30).items()] == [0, 1]
-    assert sorted(sent.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
+    assert sorted(casts.take()) == sorted((r, CONTROL, "relay_cast") for r in relays)
     assert actors.slice(hosts=1, gpus=1).where.call_one().get(timeout=30)[0] == 0
-    assert sent.take() == [(relays[1], CONTROL, "relay_cast")]
+    assert casts.take() == [(relays[1], CONTROL, "relay_cast")]
 
     # Without the tree: one CALL per rank, one reply per rank.
     with configured(cast_tree="off"):
         assert len(actors.where.call().get(timeout=30)) == 6
-    posts = sent.take()
+    posts = casts.take()
     assert len(posts) == 6 and {kind for _, kind, _ in posts} == {CALL}
-    assert batches.count == 6  # unchanged: the replies came one by one
+    assert casts.batches == 6  # unchanged: the replies came one by one
     procs.stop().get(timeout=30)
 
 

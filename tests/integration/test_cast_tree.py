@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,9 +18,8 @@ import pytest
 import monarch
 from monarch.actor import Actor, current_rank, endpoint, this_host
 from monarch.config import configured
-from monarch._src.runtime.envelope import CALL, CONTROL, PORT_BATCH
-from monarch._src.runtime.ports import GatherPort
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.runtime.envelope import CALL, CONTROL
+from tests.cast_spies import Casts
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -42,51 +40,6 @@ class Blocker(Actor):
     @endpoint
     async def block(self) -> None:
         await asyncio.Event().wait()  # until cancelled
-
-
-class Casts:
-    """The casts this process's transport writes, (kind, relay op or method), and the
-    `PORT_BATCH` messages its `GatherPort`s get."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.lock = threading.Lock()
-        self.sent: list[tuple[int, str]] = []
-        self.batches = 0
-        transport = get_runtime().mailbox.transport
-        send = transport.send
-
-        send_direct = transport.send_direct
-
-        def note(env: Any) -> None:
-            if env[0] == CALL or (env[0] == CONTROL and env.op in ("relay", "relay_cast")):
-                with self.lock:
-                    self.sent.append((env[0], env.op if env[0] == CONTROL else env.method))
-
-        def spy(addr: str, env: Any, written: Any = None) -> None:
-            note(env)
-            send(addr, env, written)
-
-        def spy_direct(addr: str, env: Any) -> bool:  # written by the calling thread itself
-            sent: bool = send_direct(addr, env)
-            if sent:
-                note(env)
-            return sent
-
-        deliver = GatherPort.deliver
-
-        def counting(port: GatherPort, payload: Any, rank: Any, status: int) -> None:
-            if status == PORT_BATCH:
-                self.batches += 1
-            deliver(port, payload, rank, status)
-
-        monkeypatch.setattr(transport, "send", spy)
-        monkeypatch.setattr(transport, "send_direct", spy_direct)
-        monkeypatch.setattr(GatherPort, "deliver", counting)
-
-    def take(self) -> list[tuple[int, str]]:
-        with self.lock:
-            sent, self.sent = self.sent, []
-        return sent
 
 
 @pytest.fixture
@@ -111,18 +64,18 @@ def test_always_sends_one_relay_control_and_gets_one_batch(
     with configured(cast_tree="always"):
         got = actors.note.call(1).get(timeout=30)
         assert [v for _, v in got.items()] == [0, 1, 2]
-        assert casts.take() == [(CONTROL, "relay_cast")] and casts.batches == 1
+        assert casts.take_kinds() == [(CONTROL, "relay_cast")] and casts.batches == 1
         assert [f.get(timeout=30) for f in actors.note.stream(2)] != []
         actors.note.broadcast(3)
         assert actors.slice(procs=2).note.call_one(4).get(timeout=30) == 0
-        assert casts.take() == [(CONTROL, "relay_cast")] * 3
+        assert casts.take_kinds() == [(CONTROL, "relay_cast")] * 3
         logs = actors.log.call().get(timeout=30)
         assert [v for _, v in logs.items()] == [[1, 2, 3], [1, 2, 3], [1, 2, 3, 4]]
-    casts.take()
+    casts.take_kinds()
     for mode in ("auto", "off"):  # one host: one CALL per rank, one reply per rank
         with configured(cast_tree=mode):
             assert len(actors.note.call(5).get(timeout=30)) == 3
-        assert casts.take() == [(CALL, "note")] * 3
+        assert casts.take_kinds() == [(CALL, "note")] * 3
     assert casts.batches == 2  # the relay's one, and the `log` call's
 
 
