@@ -61,6 +61,10 @@ class Dies(Actor):
     def answer(self, port: Any) -> None:
         port.send("answered")
 
+    @endpoint
+    def address(self) -> str:
+        return get_runtime().address
+
 
 class Relay(Actor):
     @endpoint(explicit_response_port=True)
@@ -76,6 +80,16 @@ class Relay(Actor):
         # This actor owns the proc that dies; the caller neither owns it nor talks to it.
         self.children = this_host().spawn_procs(per_host={"gpus": 1})
         self.children.spawn("child", Dies).die.broadcast(port)
+
+    @endpoint
+    def spawn_child(self) -> str:
+        self.children = this_host().spawn_procs(per_host={"gpus": 1})
+        self.child = self.children.spawn("child", Dies)
+        return self.child.address.call_one().get()
+
+    @endpoint(explicit_response_port=True)
+    def hand_to_child(self, port: Any) -> None:
+        self.child.die.broadcast(port)
 
 
 @pytest.mark.parametrize(
@@ -175,6 +189,25 @@ def test_port_handed_to_a_proc_the_caller_does_not_know(fault_recorder: Any) -> 
         relays.stop().get(timeout=FAST)
 
 
+def test_dead_proc_at_a_reused_address_is_not_taken_for_a_new_one(fault_recorder: Any) -> None:
+    """The caller once knew a proc, now dead, at the address where the relay's child listens
+    (the OS reuses ports): its reply port, handed to that child, gets the child's own end, not
+    the old proc's."""
+    relays = this_host().spawn_procs(per_host={"gpus": 1})
+    mailbox = get_runtime().mailbox
+    child = ""
+    try:
+        relay = relays.spawn("relay", Relay)
+        child = relay.spawn_child.call_one().get(timeout=FAST)
+        get_runtime().call_soon(
+            mailbox._dead.__setitem__, child, SupervisionError("an older proc there stopped"))
+        with pytest.raises(SupervisionError, match="exited with non-zero code 7"):
+            relay.hand_to_child.call_one().get(timeout=FAST)
+    finally:
+        get_runtime().call_soon(mailbox._dead.pop, child, None)
+        relays.stop().get(timeout=FAST)
+
+
 def test_clients_once_port_handed_to_an_actor_whose_proc_dies(fault_recorder: Any) -> None:
     victims = this_host().spawn_procs(per_host={"gpus": 1})
     try:
@@ -220,7 +253,7 @@ def test_handed_ports_are_remembered_boundedly() -> None:
     peer = "tcp://127.0.0.1:9"  # never contacted: nothing is sent to it
     limit = mailbox_module._HANDED_MAX
     ports = [((mailbox.address, 10**9 + i), None, True) for i in range(limit + 10)]
-    mailbox.ports_handed(ports, (peer,))
+    mailbox.ports_handed(ports, (peer,), mailbox.address)
     get_runtime().submit(_noop()).result(timeout=FAST)  # after the post queue was drained
     try:
         assert len(mailbox._handed[peer]) == limit

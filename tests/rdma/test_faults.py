@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import errno
 import os
+import select
 import signal
 import time
 from collections.abc import Iterator
@@ -42,6 +43,19 @@ def owner_proc() -> Iterator[tuple[Any, Any, int]]:
         procs.stop().get(timeout=T)
 
 
+def wait_gone(pid: int) -> None:
+    """Return once process `pid` has exited (its pidfd turns readable then)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        ready, _, _ = select.select([fd], [], [], T)
+        assert ready, f"process {pid} did not exit within {T}s of SIGKILL"
+    finally:
+        os.close(fd)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("plane", PLANES)
@@ -54,6 +68,7 @@ def test_transfer_to_killed_owner_raises_supervision_error(
         dst = torch.empty(4096, dtype=torch.uint8)
         buf.read_into(dst).get(timeout=T)
         os.kill(pid, signal.SIGKILL)
+        wait_gone(pid)  # a killed process reads as before until the kernel has taken its memory
         started = time.monotonic()
         with pytest.raises(SupervisionError, match=r"owner of RDMABuffer .* is gone"):
             buf.read_into(dst, timeout=T).get(timeout=T + 5)

@@ -155,11 +155,11 @@ def post_call(
     extent = cast.labels, cast.sizes
     local_ranks: Sequence[int] = range(len(ranks)) if targets is None else targets
     mailbox = get_runtime().mailbox
-    if handed:
-        # Reply ports in the arguments: if a target's proc dies before answering them, this
-        # process answers them with the failure (registered before the calls are routed).
-        mailbox.ports_handed(handed, cast.procs_of(local_ranks))
+    # Reply ports in the arguments: if a target's proc dies before answering them, this
+    # process answers them with the failure (registered before the calls are routed).
     table = cast.proc_mesh._table
+    if handed:
+        mailbox.ports_handed(handed, cast.procs_of(local_ranks), table.watcher or mailbox.address)
     hosts = relay.hosts_of(table)
     if hosts is None:
         posts: list[tuple[str, Envelope]]

@@ -63,12 +63,15 @@ class ProcTable:
     """The processes of one proc mesh, by global rank (owner side, shared with slices)."""
 
     def __init__(self, keys: list[str], pids: list[int | None] | None = None,
-                 hosts: list[int] | None = None) -> None:
+                 hosts: list[int] | None = None, watcher: str | None = None) -> None:
         self.keys = keys  # routing key per rank: "pending:<id>" until ready, then the address
         # Host index (within the host mesh) of each rank; None: all on one host. Casts to procs
         # on several hosts go through one relay proc per host (`relay.py`).
         self.hosts = hosts
         self.pids: list[int | None] = pids or [None] * len(keys)  # OS pid per rank, once known
+        # The address of the process that watches these procs and reports how each ended (the
+        # owner, which spawned them); None: this process. Set in the copies a table pickles.
+        self.watcher = watcher
         self.ready: concurrent.futures.Future[None] = concurrent.futures.Future()
         self.stopped: str | None = None  # why the procs were stopped, once they were
         self.failed: dict[int, str] = {}  # rank -> report, for procs that died
@@ -195,7 +198,8 @@ class ProcTable:
     def __reduce__(self) -> tuple[Any, ...]:
         # Sending a table waits until every proc is up, so the copy holds only addresses.
         self.ready.result()
-        return (ProcTable, (list(self.keys), list(self.pids), self.hosts))
+        watcher = self.watcher or get_runtime().address
+        return (ProcTable, (list(self.keys), list(self.pids), self.hosts, watcher))
 
 
 def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> None:

@@ -179,32 +179,33 @@ class Mailbox:
         for peer in live:
             self._waiting.setdefault(peer, set()).add(port_id)
 
-    def ports_handed(self, ports: list[Handed], peers: tuple[str, ...]) -> None:
+    def ports_handed(self, ports: list[Handed], peers: tuple[str, ...], watcher: str) -> None:
         """Ports `(address, rank, once)` go to `peers` in a call's arguments (any thread, before
-        posting that call). If one of those procs dies, this process answers each reply port
+        posting that call); `watcher` is the address of the process that watches those procs
+        (their owner). If one of those procs dies, this process answers each reply port
         (once) with the failure, so whoever waits on it is not left hanging; when the proc
         failed (`proc_failed`, not a stop), multi-use ports get the failure too, as a failed
         actor answers the ports it held. An answer that arrived first wins (a reply port takes
         one answer per rank); the newest `_HANDED_MAX` per peer are remembered."""
-        self._enqueue(_HANDED, (ports, peers), None)
+        self._enqueue(_HANDED, (ports, peers, watcher), None)
 
     def _ports_handed_here(self, sender: str, args: tuple[Any, ...], reply: Any) -> None:
-        """Another process handed ports of this one to `peers`: answer them if those die."""
+        """The process that handed ports of this one to `peers` tells this one, their watcher:
+        answer them with the exit status if those procs die."""
         self._record_handed(*args)
 
-    def _record_handed(self, ports: list[Handed], peers: tuple[str, ...]) -> None:
-        foreign: dict[str, list[Handed]] = {}
-        for port in ports:
-            if port[0][0] != self.address:
-                foreign.setdefault(port[0][0], []).append(port)
-        if foreign:
-            # Their owners learn of it too: when the owner watches that proc it answers with
-            # the exit status, which a broken connection here cannot tell.
+    def _record_handed(self, ports: list[Handed], peers: tuple[str, ...],
+                       watcher: str | None = None) -> None:
+        owned = [port for port in ports if port[0][0] == watcher]
+        if owned and watcher is not None and watcher != self.address:
+            # The watcher owns some of the ports: it learns of it too, and answers them with
+            # the exit status, which a broken connection here cannot tell. Another process
+            # neither watches those procs nor may assume a dead proc it once knew at one of
+            # their addresses is the same one (the OS reuses ports).
             known = tuple(self._alias.get(peer, peer) for peer in peers)
             known = tuple(peer for peer in known if not peer.startswith(PENDING_PREFIX))
             if known:
-                for owner, owned in foreign.items():
-                    self.post(owner, Control(CONTROL, "ports_handed", (owned, known), None))
+                self.post(watcher, Control(CONTROL, "ports_handed", (owned, known), None))
         for peer in peers:
             peer = self._alias.get(peer, peer)
             if peer in self._dead:
