@@ -30,6 +30,8 @@ home module, where its documentation lives:
 * Hook slots (`mesh/hooks.py`, as `hooks`): where a feature plugs into the layers below it;
   the wiring modules (`monarch._src.wiring`) fill them.
 * Errors: `failure_report(...)` builds "The actor X and all its descendants have failed:".
+* TLS (`transport/tls.py`): `tls_enabled()`, `ssl_contexts()` (the stdlib (server, client)
+  contexts of the configured mutual TLS, for servers that are not monarch connections).
 * Progress reports of long work (`runtime/progress.py`): `Progress`, `ProgressState`,
   `TerminalRenderer`, `NullRenderer`, `set_renderer_factory`, `format_bytes`, `LARGE_TRANSFER`.
 """
@@ -90,6 +92,7 @@ from monarch._src.runtime.runtime import (
     runtime_if_started,
 )
 from monarch._src.supervision.errors import failure_report
+from monarch._src.transport.tls import ssl_contexts, tls_enabled
 
 __all__ = [
     "CALL",
@@ -151,5 +154,7 @@ __all__ = [
     "routable_ip",
     "runtime_if_started",
     "set_renderer_factory",
+    "ssl_contexts",
     "target",
+    "tls_enabled",
 ]

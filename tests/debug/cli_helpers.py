@@ -16,6 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable
 
+from monarch._src.admin.client import Server
+
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
 
@@ -32,21 +34,23 @@ def wait_until(check: Callable[[], Any], what: str, timeout: float = 30.0) -> An
         time.sleep(0.05)  # poll interval of a bounded condition wait
 
 
-def env() -> dict[str, str]:
+def env(extra: dict[str, str] | None = None) -> dict[str, str]:
     e = dict(os.environ)
+    e.update(extra or {})
     e["PYTHONPATH"] = str(REPO) + os.pathsep + e.get("PYTHONPATH", "")
     e["MONARCH_DEBUG_SERVER_PORT"] = "0"  # a free port; the CLI reads .monarch/ to find it
     e["PYTHONUNBUFFERED"] = "1"
     return e
 
 
-def start_app(mode: str, cwd: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen([PYTHON, "-m", "tests.debug.app", mode], cwd=cwd, env=env(),
+def start_app(mode: str, cwd: Path,
+              extra_env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([PYTHON, "-m", "tests.debug.app", mode], cwd=cwd, env=env(extra_env),
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 
-def server_address(cwd: Path, app: subprocess.Popen[str], timeout: float = 30.0) -> tuple[str, int]:
+def server_address(cwd: Path, app: subprocess.Popen[str], timeout: float = 30.0) -> Server:
     path = cwd / ".monarch" / f"controller-{app.pid}.json"
 
     def published() -> Any:
@@ -56,13 +60,13 @@ def server_address(cwd: Path, app: subprocess.Popen[str], timeout: float = 30.0)
 
     wait_until(published, f"{path} to be published", timeout)
     info = json.loads(path.read_text())
-    return info["host"], int(info["port"])
+    return Server(info["host"], int(info["port"]), info["token"], info["tls"])
 
 
-def cli(args: list[str], cwd: Path, stdin: str = "",
-        timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
+def cli(args: list[str], cwd: Path, stdin: str = "", timeout: float = 60.0,
+        extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run a `monarch` subcommand module with a clean environment (no server env vars)."""
-    e = env()
+    e = env(extra_env)
     e.pop("MONARCH_DEBUG_SERVER_PORT")
     return subprocess.run([PYTHON, "-m", *args], cwd=cwd, env=e, input=stdin, text=True,
                           capture_output=True, timeout=timeout)

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from monarch._src.admin.client import find_server, request
+from monarch._src.admin.client import Server, find_server, request
 from tests.debug.cli_helpers import PYTHON, Tmux, cli, server_address, start_app, stop, wait_until
 
 pytestmark = [pytest.mark.timeout(90)]
@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.timeout(90)]
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
 
-def _paused(address: tuple[str, int], n: int) -> list[dict[str, Any]]:
+def _paused(address: Server, n: int) -> list[dict[str, Any]]:
     return wait_until(lambda: (lambda s: s if len(s) == n else None)(
         request(address, {"op": "list"})["sessions"]), f"{n} paused actors")
 

@@ -2,7 +2,10 @@
 
 Which client: `--host`/`--port` when given; else `MONARCH_DEBUG_SERVER_HOST`/`_PORT` when set;
 else the newest `.monarch/controller-<pid>.json` in the working directory whose process is still
-alive; else `localhost:27000`. Stdlib only: the CLI does not start a monarch runtime.
+alive; else `localhost:27000`. Every request carries the server's token, read from the published
+file of the server on that port (or `MONARCH_CONTROL_TOKEN`, for a client whose file this user
+cannot read here), and goes over TLS when that file says the server speaks it. Stdlib only (and
+monarch's configuration, for the TLS files): the CLI does not start a monarch runtime.
 """
 
 from __future__ import annotations
@@ -11,11 +14,21 @@ import glob
 import json
 import os
 import socket
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 
-__all__ = ["ControlConnection", "find_server", "request"]
+__all__ = ["ControlConnection", "Server", "TOKEN_ENV", "find_server", "request"]
 
 _CONNECT_TIMEOUT = 5.0
+TOKEN_ENV = "MONARCH_CONTROL_TOKEN"
+
+
+class Server(NamedTuple):
+    """A control server to talk to: where it listens, its token, whether it speaks TLS."""
+
+    host: str
+    port: int
+    token: str = ""
+    tls: bool = False
 
 
 def _alive(pid: int) -> bool:
@@ -29,48 +42,72 @@ def _alive(pid: int) -> bool:
 
 
 def find_server(host: str | None = None, port: int | None = None,
-                directory: str | None = None) -> tuple[str, int]:
-    """The (host, port) of the control server to talk to (see the module docstring)."""
+                directory: str | None = None) -> Server:
+    """The control server to talk to (see the module docstring)."""
     from monarch._src.admin.server import DEFAULT_PORT
 
-    if host is not None or port is not None:
-        return host or "localhost", port if port is not None else DEFAULT_PORT
+    published = _published(directory or os.getcwd())
     env_host = os.environ.get("MONARCH_DEBUG_SERVER_HOST")
     env_port = os.environ.get("MONARCH_DEBUG_SERVER_PORT")
-    if env_port is not None and env_port not in ("", "0"):
-        return env_host or "localhost", int(env_port)
-    pattern = os.path.join(directory or os.getcwd(), ".monarch", "controller-*.json")
-    best: tuple[float, str, int] | None = None
-    for path in glob.glob(pattern):
+    if host is None and port is None and env_port not in (None, "", "0"):
+        host, port = env_host, int(str(env_port))
+    if host is None and port is None:
+        if published:
+            return published[0]
+        port = DEFAULT_PORT
+    port = DEFAULT_PORT if port is None else port
+    # The published file of the server on that port holds its token (host names vary).
+    found = next((s for s in published if s.port == port), None)
+    token = os.environ.get(TOKEN_ENV) or (found.token if found is not None else "")
+    return Server(host or env_host or "localhost", port, token,
+                  found.tls if found is not None else False)
+
+
+def _published(directory: str) -> list[Server]:
+    """The servers published under `directory/.monarch` by live processes, newest first."""
+    found: list[tuple[float, Server]] = []
+    for path in glob.glob(os.path.join(directory, ".monarch", "controller-*.json")):
         try:
             with open(path) as f:
                 info = json.load(f)
             mtime = os.path.getmtime(path)
-        except (OSError, ValueError):
-            continue
-        if _alive(int(info["pid"])) and (best is None or mtime > best[0]):
-            best = (mtime, str(info["host"]), int(info["port"]))
-    if best is not None:
-        return best[1], best[2]
-    return env_host or "localhost", DEFAULT_PORT
+            server = Server(str(info["host"]), int(info["port"]), str(info.get("token", "")),
+                            bool(info.get("tls", False)))
+            alive = _alive(int(info["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not readable by this user, or not a server's file
+        if alive:
+            found.append((mtime, server))
+    return [server for _, server in sorted(found, key=lambda item: -item[0])]
 
 
 class ControlConnection:
     """One request to the control server and the JSON lines that answer it."""
 
-    def __init__(self, address: tuple[str, int], msg: dict[str, Any],
-                 timeout: float = 60.0) -> None:
+    def __init__(self, server: Server, msg: dict[str, Any], timeout: float = 60.0) -> None:
+        self._server = server
+        self._answered = False
         try:
-            self._sock = socket.create_connection(address, timeout=_CONNECT_TIMEOUT)
+            sock = socket.create_connection((server.host, server.port),
+                                            timeout=_CONNECT_TIMEOUT)
         except OSError as exc:
             raise ConnectionError(
-                f"No monarch client is serving debug/admin requests at {address[0]}:{address[1]} "
-                f"({exc}). Start your program (a breakpoint() or debug_controller() starts the "
-                "server), or pass --host/--port."
+                f"No monarch client is serving debug/admin requests at {server.host}:"
+                f"{server.port} ({exc}). Start your program (a breakpoint() or "
+                "debug_controller() starts the server), or pass --host/--port."
             ) from exc
+        if server.tls:
+            from monarch._src.lowlevel import ssl_contexts
+
+            try:
+                sock = ssl_contexts()[1].wrap_socket(sock)
+            except BaseException:
+                sock.close()
+                raise
+        self._sock = sock
         self._sock.settimeout(timeout)
         self._file = self._sock.makefile("rwb")
-        self.send(msg)
+        self.send({**msg, "token": server.token})
 
     def send(self, msg: dict[str, Any]) -> None:
         """Send one JSON message."""
@@ -80,8 +117,20 @@ class ControlConnection:
     def receive(self) -> dict[str, Any]:
         """The next message; raises `ConnectionError` if the server closed the connection."""
         line = self._file.readline()
+        if not line and not self._answered:
+            where = f"{self._server.host}:{self._server.port}"
+            raise ConnectionError(
+                f"The monarch client at {where} closed the connection without answering: it "
+                "answers only requests that carry its token. Run this command in the client's "
+                "working directory (its token is in .monarch/controller-<pid>.json there, "
+                f"readable by its user only) or set {TOKEN_ENV} to that token."
+                if not self._server.token else
+                f"The monarch client at {where} closed the connection without answering: the "
+                "token is not the one it expects (is another client serving on that port?)."
+            )
         if not line:
             raise ConnectionError("The monarch client closed the connection.")
+        self._answered = True
         msg: dict[str, Any] = json.loads(line)
         if "error" in msg:
             raise RuntimeError(msg["error"])
@@ -109,7 +158,7 @@ class ControlConnection:
         self.close()
 
 
-def request(address: tuple[str, int], msg: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+def request(server: Server, msg: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
     """Send one request and return its single answer."""
-    with ControlConnection(address, msg, timeout) as conn:
+    with ControlConnection(server, msg, timeout) as conn:
         return conn.receive()

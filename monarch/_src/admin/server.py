@@ -6,7 +6,7 @@ A threaded TCP server on the `mesh_admin_addr` config key ('host:port'), else on
 when that port is taken, any free one). Its address
 is published in `.monarch/controller-<pid>.json` under the client's working directory (removed
 at exit), which is how the CLI finds a client without flags. The protocol is JSON lines, one
-request per connection:
+request per connection; every request carries the server's token (`"token": t`):
 
 * `{"op": "list"}` -> `{"sessions": [...]}` (paused actors)
 * `{"op": "attach", "name": n, "rank": r}` -> a stream of `{"out": text, "input": bool}`; the
@@ -15,21 +15,32 @@ request per connection:
 * `{"op": "snapshot"}` -> `{"snapshot": {...}}` (see `model.collect`)
 
 Any failure is answered `{"error": message}`. The server is plain stdlib (`socketserver`) on its
-own threads, apart from the runtime loop, so a slow client never delays message routing. It
-listens on loopback by default: anyone who can connect can drive a debugger, so binding another
-interface is the user's explicit choice.
+own threads, apart from the runtime loop, so a slow client never delays message routing.
+
+Whoever may send requests can run code in any actor (a debugger), so every request must carry
+the token: 32 random bytes made when the server starts and written only to the published file,
+which is created with mode 0600 (readable by its owner alone). A request without it gets no
+answer: the connection is closed, and the refusal logged with the peer's address. With TLS on
+(`enable_tls`), the server speaks mutual TLS with the configured certificates
+(`transport.tls.ssl_contexts`), so the token never crosses the network in clear. It listens on
+loopback by default; binding another interface is the user's explicit choice.
 """
 
 from __future__ import annotations
 
 import atexit
+import hmac
 import json
 import logging
 import os
+import secrets
 import socket
 import socketserver
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
 
 __all__ = ["ControlServer", "DEFAULT_PORT", "server_address_from_env"]
 
@@ -72,8 +83,11 @@ class _Handler(socketserver.StreamRequestHandler):
     server: _TCPServer
 
     def setup(self) -> None:
+        self.request.settimeout(_READ_TIMEOUT)
+        if self.server.ssl_context is not None:
+            # Here, on the handler's thread: a slow or failed handshake holds up no one else.
+            self.request = self.server.ssl_context.wrap_socket(self.request, server_side=True)
         super().setup()
-        self.connection.settimeout(_READ_TIMEOUT)
 
     def _send(self, msg: dict[str, Any]) -> None:
         self.wfile.write((json.dumps(msg) + "\n").encode())
@@ -87,7 +101,11 @@ class _Handler(socketserver.StreamRequestHandler):
             try:
                 request = json.loads(line)
             except ValueError:
-                self._send({"error": "A request is one JSON object per line."})
+                request = None
+            token = request.get("token") if isinstance(request, dict) else None
+            if not isinstance(token, str) or not hmac.compare_digest(token, self.server.token):
+                logger.warning("monarch: refused a control connection from %s: no valid token",
+                               self.client_address)
                 return
             op = request.get("op")
             handler = getattr(self, f"_op_{op}", None)
@@ -99,7 +117,7 @@ class _Handler(socketserver.StreamRequestHandler):
                 handler(request)
             except Exception as exc:  # answered; if the client is gone, sending fails too
                 self._send({"error": f"{type(exc).__name__}: {exc}"})
-        except OSError as exc:  # the client went away
+        except OSError as exc:  # the client went away, or failed the TLS handshake
             logger.debug("monarch: control client dropped: %s", exc)
 
     def _op_list(self, request: dict[str, Any]) -> None:
@@ -151,6 +169,13 @@ class _TCPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     controller: Any
+    token: str  # what every request must carry
+    ssl_context: ssl.SSLContext | None  # mutual TLS, when it is on
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A handshake refused in `setup` (a peer without a certificate): logged, not printed.
+        logger.warning("monarch: control connection from %s failed", client_address,
+                       exc_info=True)
 
 
 class _TCPServer6(_TCPServer):
@@ -189,8 +214,13 @@ class ControlServer:
             logger.warning("monarch: debug server port %s:%s is taken (%s); using a free port",
                            host, port, exc)
             server = server_class((host, 0), _Handler)
+        from monarch._src.lowlevel import ssl_contexts, tls_enabled
+
         server.controller = controller
-        path = _publish(host, server.server_address[1])
+        server.token = secrets.token_hex(32)
+        server.ssl_context = ssl_contexts()[0] if tls_enabled() else None
+        path = _publish(host, server.server_address[1], server.token,
+                        server.ssl_context is not None)
         cs = cls(server, host, path)
         atexit.register(cs.close)
         return cs
@@ -205,12 +235,19 @@ class ControlServer:
             pass
 
 
-def _publish(host: str, port: int) -> str:
+def _publish(host: str, port: int, token: str, tls: bool) -> str:
+    """Write the server's address and token to `.monarch/controller-<pid>.json`, readable by
+    this user only (created 0600, then renamed into place)."""
     directory = os.path.join(os.getcwd(), ".monarch")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"controller-{os.getpid()}.json")
     tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"host": host, "port": port, "pid": os.getpid()}, f)
+    try:
+        os.unlink(tmp)  # left by a process of the same pid: it may have other permissions
+    except FileNotFoundError:
+        pass
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"host": host, "port": port, "pid": os.getpid(), "token": token, "tls": tls}, f)
     os.replace(tmp, path)
     return path

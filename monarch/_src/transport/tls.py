@@ -9,12 +9,14 @@ reaches a mailbox. The configuration travels to procs with the rest of the runti
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
 
-__all__ = ["listen_scheme", "tls_args", "tls_enabled"]
+if TYPE_CHECKING:
+    import ssl
 
+__all__ = ["listen_scheme", "ssl_contexts", "tls_args", "tls_enabled"]
 
 
 def _security(**kwargs: Any) -> Any:
@@ -39,7 +41,36 @@ def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
     """(connection args, listen args) for `distributed.comm`, or None without TLS."""
     if not tls_enabled():
         return None
-    ca, cert, key = (config_get(k) for k in ("tls_ca_file", "tls_cert_file", "tls_key_file"))
+    ca, cert, key = _tls_files()
+    security = _security(
+        require_encryption=True,
+        tls_ca_file=ca,
+        tls_worker_cert=cert,
+        tls_worker_key=key,
+    )
+    return security.get_connection_args("worker"), security.get_listen_args("worker")
+
+
+def ssl_contexts() -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(server, client) stdlib SSL contexts of the same mutual TLS, for the servers that are not
+    Dask comms (the control server and its CLI): each end presents the configured certificate
+    and requires one signed by the CA. Peers are identified by certificate, not host name."""
+    import ssl
+
+    ca, cert, key = _tls_files()
+    contexts = []
+    for purpose in (ssl.Purpose.CLIENT_AUTH, ssl.Purpose.SERVER_AUTH):
+        context = ssl.create_default_context(purpose, cafile=ca)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_cert_chain(cert, key)
+        contexts.append(context)
+    return contexts[0], contexts[1]
+
+
+def _tls_files() -> tuple[str, str, str]:
+    """The CA, certificate and key files; ValueError naming the ones not configured."""
+    ca, cert, key = (str(config_get(k)) for k in ("tls_ca_file", "tls_cert_file", "tls_key_file"))
     missing = [name for name, value in
                (("tls_ca_file", ca), ("tls_cert_file", cert), ("tls_key_file", key)) if not value]
     if missing:
@@ -49,13 +80,7 @@ def tls_args() -> tuple[dict[str, Any], dict[str, Any]] | None:
             f"{'is' if len(missing) == 1 else 'are'} not set: configure the CA, the certificate "
             "and its key (monarch.configure(...) or MONARCH_TLS_* variables)."
         )
-    security = _security(
-        require_encryption=True,
-        tls_ca_file=ca,
-        tls_worker_cert=cert,
-        tls_worker_key=key,
-    )
-    return security.get_connection_args("worker"), security.get_listen_args("worker")
+    return ca, cert, key
 
 
 def listen_scheme() -> str:

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from monarch._src.admin.client import ControlConnection, find_server, request
+from monarch._src.admin.client import ControlConnection, Server, find_server, request
 
 __all__ = ["main", "register", "run_debug"]
 
@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace) -> int:
     return run_debug(find_server(args.host, args.port), args.attach)
 
 
-def _list(address: tuple[str, int]) -> list[dict[str, Any]]:
+def _list(address: Server) -> list[dict[str, Any]]:
     sessions: list[dict[str, Any]] = request(address, {"op": "list"})["sessions"]
     return sessions
 
@@ -58,7 +58,7 @@ def _print_sessions(sessions: list[dict[str, Any]], out: TextIO) -> None:
                    for i, s in enumerate(sessions))
 
 
-def attach(address: tuple[str, int], name: str | None, rank: int | None,
+def attach(address: Server, name: str | None, rank: int | None,
            ask: Callable[[str], str], out: TextIO) -> None:
     """Hand the terminal to one paused actor's pdb until it resumes (or input ends)."""
     with ControlConnection(address, {"op": "attach", "name": name, "rank": rank},
@@ -103,7 +103,7 @@ def _echoing_input(out: TextIO) -> Callable[[str], str]:
     return ask
 
 
-def run_debug(address: tuple[str, int], target: list[str] | None = None,
+def run_debug(address: Server, target: list[str] | None = None,
               ask: Callable[[str], str] | None = None, out: TextIO | None = None) -> int:
     """The `monarch debug` shell (or one `--attach`); returns the exit status."""
     out = out if out is not None else sys.stdout
