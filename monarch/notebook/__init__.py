@@ -27,6 +27,7 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 __all__ = [
@@ -54,6 +55,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'monarch.notebook' has no attribute {name!r}.")
 
 
+logger = logging.getLogger(__name__)
 _installed = False
 
 
@@ -66,8 +68,11 @@ def flush_logs(timeout: float = 10.0) -> None:
             continue
         try:
             agent.flush_logs().result(timeout=timeout)
-        except Exception:  # a flush that cannot finish must not break the notebook
-            pass
+        except Exception as exc:  # reported, but it must not break the notebook
+            why = (f"it did not finish within {timeout:g}s" if isinstance(exc, TimeoutError)
+                   else f"{type(exc).__name__}: {exc}")
+            logger.warning("monarch: the procs' output of this cell may be incomplete: the log "
+                           "flush failed (%s)", why)
 
 
 def _future_view(future: Any) -> dict[str, Any] | None:

@@ -232,7 +232,7 @@ class ControlServer:
         try:
             os.unlink(self.path)
         except OSError:
-            pass
+            pass  # removed already (the user cleaned .monarch/): nothing is published
 
 
 def _publish(host: str, port: int, token: str, tls: bool) -> str:
@@ -245,7 +245,7 @@ def _publish(host: str, port: int, token: str, tls: bool) -> str:
     try:
         os.unlink(tmp)  # left by a process of the same pid: it may have other permissions
     except FileNotFoundError:
-        pass
+        pass  # none left: the usual case
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump({"host": host, "port": port, "pid": os.getpid(), "token": token, "tls": tls}, f)

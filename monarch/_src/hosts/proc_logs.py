@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
@@ -22,6 +23,8 @@ from monarch._src.runtime.ports import CountPort
 from monarch._src.runtime.runtime import Runtime
 
 __all__ = ["ProcLogs", "settled"]
+
+logger = logging.getLogger(__name__)
 
 
 class ProcLogs:
@@ -66,7 +69,13 @@ class ProcLogs:
                 mailbox.post(key, Control(CONTROL, "flush_logs", (), port))
             waits.append(settled(entry.cf))
         if waits:
-            await asyncio.wait(waits, timeout=duration_seconds("process_exit_timeout"))
+            # A proc that died cannot answer (its port fails): what it wrote came already.
+            limit = duration_seconds("process_exit_timeout")
+            _, late = await asyncio.wait(waits, timeout=limit)
+            if late:
+                logger.warning("monarch: the procs of %d mesh(es) did not answer a log flush "
+                               "within %gs (process_exit_timeout); lines they wrote before it "
+                               "may still follow", len(late), limit)
         self.sink.flush_due(force=True)
 
     def set_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
@@ -89,6 +98,6 @@ def settled(cf: concurrent.futures.Future[Any]) -> asyncio.Task[None]:
         try:
             await asyncio.wrap_future(cf)
         except BaseException:
-            pass
+            pass  # only the settling matters here; the outcome's owner reads it from `cf`
 
     return asyncio.get_running_loop().create_task(wait())

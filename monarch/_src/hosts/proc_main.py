@@ -45,7 +45,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     try:
         os.chdir(spec["cwd"])
     except OSError:
-        pass
+        pass  # the client's directory need not exist on this host: stay where we are
     apply_snapshot(spec["config"])
     run_setup(spec.get("setup", ()))
     loop = asyncio.new_event_loop()

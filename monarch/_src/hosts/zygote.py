@@ -86,7 +86,7 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
             try:
                 os.close(fd)
             except OSError:
-                pass
+                pass  # not open in this child: nothing to close
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
@@ -220,19 +220,19 @@ def main() -> None:
                         try:
                             os.kill(pid, msg.get("sig", signal.SIGKILL))
                         except ProcessLookupError:
-                            pass
+                            pass  # exited already; its exit is reported as usual
             reap()
     finally:
         for pid in children:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
-                pass
+                pass  # exited already
         for pid in list(children):
             try:
                 os.waitpid(pid, 0)
             except ChildProcessError:
-                pass
+                pass  # reaped already
 
 
 if __name__ == "__main__":

@@ -115,6 +115,6 @@ class ZygoteClient:
         try:
             os.close(reply_fd)
         except OSError:
-            pass
+            pass  # closed already by the reader that saw the zygote go
         for pid in children:
             self.on_exit(pid, "Killed (its fork server exited)")

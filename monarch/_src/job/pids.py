@@ -87,7 +87,7 @@ def kill_workers(workers: list[tuple[int, str]], timeout: float = 10.0) -> None:
                 try:
                     os.kill(pid, sig)
                 except ProcessLookupError:
-                    pass
+                    pass  # exited already: what the signal was for
         deadline = time.monotonic() + timeout
         while live and time.monotonic() < deadline:
             for pid, _ in live:

@@ -338,7 +338,7 @@ def _wait_port(host: str, port: int, deadline: float, job: SlurmJob) -> None:
             with socket.create_connection((host, port), timeout=1.0):
                 return
         except OSError:
-            pass
+            pass  # not listening yet: the loop tries again until its deadline
         if job._job_state() != "RUNNING":
             raise RuntimeError(f"Slurm job {job.job_id} stopped before {host}:{port} listened.")
         if time.monotonic() > deadline:

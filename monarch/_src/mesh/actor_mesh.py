@@ -196,7 +196,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             try:
                 owner.owned_meshes.remove(self)
             except ValueError:
-                pass
+                pass  # not in the list: forgotten already (stop and GC may both get here)
 
     def _actor_report(self, report: str) -> str:
         """A proc's failure (`report`) as the failure of this mesh's actor on that proc, in

@@ -118,7 +118,7 @@ class _LineFile:
             self.handle.write(text)
             self.handle.flush()
         except (OSError, ValueError):
-            pass
+            pass  # the stream is closed (interpreter exit, a closed pipe): nowhere to report
 
 
 def capture_paths(proc_id: str) -> dict[int, str]:

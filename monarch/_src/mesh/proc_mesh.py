@@ -262,7 +262,7 @@ def forget_table(table: ProcTable) -> None:
             try:
                 owned.remove(mesh)  # one by one: the owner may be appending meanwhile
             except ValueError:
-                pass
+                pass  # removed by the owner meanwhile: what we wanted
 
 
 def _table_of(mesh: Any) -> ProcTable | None:

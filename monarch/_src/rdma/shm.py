@@ -59,7 +59,7 @@ def _unlink(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
-        pass
+        pass  # removed already (by its owner or the reader that finished with it)
 
 
 def _run(h: BufferHandle, write: bool, local: int, length: int, timeout: float) -> None:

@@ -60,7 +60,7 @@ def _tune(s: socket.socket) -> None:
         try:
             s.setsockopt(socket.SOL_SOCKET, opt, _SOCKBUF)
         except OSError:
-            pass
+            pass  # capped by the kernel: the default size still works, only slower
 
 
 def _recv_exact(s: socket.socket, view: memoryview) -> None:
@@ -94,7 +94,7 @@ class TcpServer:
         try:
             self._sock.close()
         except OSError:
-            pass
+            pass  # closed already
 
     def _accept(self) -> None:
         while not self._closed:

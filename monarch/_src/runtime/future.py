@@ -274,7 +274,7 @@ class Future(Generic[T]):
         try:
             self._cf.exception(timeout)  # waits on the future's own condition
         except concurrent.futures.CancelledError:
-            pass
+            pass  # done: the caller reads the outcome (cancelled) from the future itself
         except KeyboardInterrupt:
             self._raise_cancelled()
             raise

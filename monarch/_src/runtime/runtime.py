@@ -128,7 +128,7 @@ def routable_ip() -> str:
             if ip != "0.0.0.0":
                 return ip
         except OSError:
-            pass
+            pass  # no route off this machine: fall back to the host name below
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 import re
 from typing import TYPE_CHECKING, Any
@@ -24,6 +25,8 @@ __all__ = [
     "OpCost", "alias_map", "dtype_size", "is_view", "nbytes", "op_cost", "op_time",
     "writes_input",
 ]
+
+logger = logging.getLogger(__name__)
 
 _DTYPE_SIZES = {
     "float64": 8, "double": 8, "complex128": 16, "float32": 4, "float": 4, "complex64": 8,
@@ -169,8 +172,9 @@ def op_cost(meta: OpMeta, args: Any = (), kwargs: Any = None, shapes: Any = None
             out_val = tuple(m.shape for m in meta.outputs)
             flops = float(formula(*a, out_val=out_val[0] if len(out_val) == 1 else out_val, **k))
             return OpCost(flops, float(in_bytes + out_bytes), True)
-        except Exception:
-            pass
+        except Exception as exc:  # torch's formula does not take these arguments
+            logger.debug("monarch: no FLOP formula result for %s (%s: %s); counting its "
+                         "output elements instead", meta.name, type(exc).__name__, exc)
     elements = sum(math.prod(m.shape) for m in meta.outputs)
     return OpCost(float(elements), float(in_bytes + out_bytes), False)
 

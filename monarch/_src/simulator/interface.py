@@ -78,7 +78,7 @@ def _show_html(html: str) -> None:
 
         display(HTML(html))  # type: ignore[no-untyped-call]
     except ImportError:
-        pass
+        pass  # not in IPython: the caller printed the text form already
 
 
 class SimulationResult:

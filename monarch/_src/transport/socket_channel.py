@@ -313,7 +313,7 @@ class SocketChannel:
             try:
                 self.sock.close()
             except OSError:
-                pass
+                pass  # closing a broken socket: the connection is gone either way
         if self._drained is not None and not self._drained.done():
             self._drained.set_exception(exc)
         if not self.closed.done():

@@ -74,7 +74,7 @@ def _sweep(base: str) -> None:
             try:
                 os.unlink(os.path.join(base, name))
             except OSError:
-                pass
+                pass  # another process cleaned it up first
         except OSError:  # alive, someone else's
             pass
 
@@ -161,7 +161,7 @@ class _UnixListener(BaseListener):
             try:
                 os.unlink(self.path)
             except OSError:
-                pass
+                pass  # removed already: nothing is left behind
 
     @property
     def listen_address(self) -> str:
