@@ -30,6 +30,8 @@ home module, where its documentation lives:
 * Hook slots (`mesh/hooks.py`, as `hooks`): where a feature plugs into the layers below it;
   the wiring modules (`monarch._src.wiring`) fill them.
 * Errors: `failure_report(...)` builds "The actor X and all its descendants have failed:".
+* Files named after their process (`transport/owned_files.py`): `owned_name`, `sweep_ended`
+  (remove those whose process is gone), `process_start_time`, `SHM_DIR`, `SHM_PREFIX`.
 * TLS (`transport/tls.py`): `tls_enabled()`, `ssl_contexts()` (the stdlib (server, client)
   contexts of the configured mutual TLS, for servers that are not monarch connections).
 * Progress reports of long work (`runtime/progress.py`): `Progress`, `ProgressState`,
@@ -92,6 +94,13 @@ from monarch._src.runtime.runtime import (
     runtime_if_started,
 )
 from monarch._src.supervision.errors import failure_report
+from monarch._src.transport.owned_files import (
+    SHM_DIR,
+    SHM_PREFIX,
+    owned_name,
+    process_start_time,
+    sweep_ended,
+)
 from monarch._src.transport.tls import ssl_contexts, tls_enabled
 
 __all__ = [
@@ -123,6 +132,8 @@ __all__ = [
     "ProgressState",
     "RankProgress",
     "RankState",
+    "SHM_DIR",
+    "SHM_PREFIX",
     "Runtime",
     "StreamPort",
     "TerminalRenderer",
@@ -145,9 +156,11 @@ __all__ = [
     "quiet_blocking_on",
     "mesh_id",
     "on_start",
+    "owned_name",
     "plan",
     "post_call",
     "proc_rank_state",
+    "process_start_time",
     "proc_table",
     "register",
     "root_of",
@@ -155,6 +168,7 @@ __all__ = [
     "runtime_if_started",
     "set_renderer_factory",
     "ssl_contexts",
+    "sweep_ended",
     "target",
     "tls_enabled",
 ]

@@ -10,7 +10,9 @@ length-prefixed pickle. Requests: `{"spawn": [spec, ...]}`, `{"kill": [pid, ...]
 Replies: `{"spawned": [(proc_id, pid), ...]}` and `{"exit": pid, "status": text}` for each child
 that ended (the host agent's child watch). When stdin closes (the controller exited or died) the
 zygote kills its children and exits, so no proc outlives its controller; each child also asks the
-kernel to kill it if the zygote dies (PR_SET_PDEATHSIG).
+kernel to kill it if the zygote dies (PR_SET_PDEATHSIG). The files a reaped child made and could
+not remove (its socket, its shared memory), and the controller's once it is gone, are removed
+here (`transport/owned_files.py`).
 
 Rejected alternative: forking the controller itself. It may run threads (the runtime loop, a
 Jupyter kernel's) and hold locks a forked child would inherit locked.
@@ -28,6 +30,8 @@ import signal
 import struct
 import sys
 from typing import Any
+
+from monarch._src.transport.owned_files import sweep_ended
 
 _HEADER = struct.Struct("!Q")
 _PR_SET_PDEATHSIG = 1
@@ -181,6 +185,7 @@ def main() -> None:
             if pid == 0:
                 return
             children.discard(pid)
+            sweep_ended([pid])  # what it made and could not remove (killed), before it is reported
             write_message(reply_fd, {"exit": pid, "status": describe_status(status)})
 
     try:
@@ -233,6 +238,8 @@ def main() -> None:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass  # reaped already
+        # And the controller's, if it is gone (killed: that is why we stop).
+        sweep_ended([*children, controller])
 
 
 if __name__ == "__main__":

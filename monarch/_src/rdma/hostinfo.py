@@ -13,6 +13,8 @@ import functools
 import os
 import socket
 
+from monarch._src.lowlevel import process_start_time
+
 __all__ = ["host_identity", "process_start_time"]
 
 
@@ -29,18 +31,3 @@ def host_identity() -> str:
     except OSError:
         pidns = "no-pidns"
     return f"{socket.gethostname()}/{boot}/{pidns}"
-
-
-def process_start_time(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot; None if there is no such pid."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may contain spaces or ')'.
-    rest = data[data.rfind(b")") + 2:].split()
-    try:
-        return int(rest[19])  # field 22 overall; fields 3.. start at index 0 here
-    except (IndexError, ValueError):
-        return None

@@ -14,11 +14,11 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import secrets
 import threading
 import time
 from typing import TYPE_CHECKING
 
+from monarch._src.lowlevel import SHM_DIR, SHM_PREFIX, owned_name, sweep_ended
 from monarch._src.rdma.control import ask
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 __all__ = ["serve_copy", "shm_read", "shm_write"]
 
 CHUNK = 64 << 20
-_SHM_DIR = "/dev/shm"
+_SUFFIX = "-rdma"
 _lock = threading.Lock()  # one fallback transfer at a time per process uses the segment
 _segment: tuple[str, mmap.mmap, int] | None = None  # (name, mapping, its address)
 
@@ -40,8 +40,9 @@ def _address(m: mmap.mmap) -> int:
 def _get_segment() -> tuple[str, int]:
     global _segment
     if _segment is None:
-        name = f"monarch-rdma-{os.getpid()}-{secrets.token_hex(6)}"
-        path = os.path.join(_SHM_DIR, name)
+        sweep_ended()  # what killed processes left, this host's whole life included
+        name = owned_name(SHM_PREFIX, _SUFFIX)
+        path = os.path.join(SHM_DIR, name)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
             os.ftruncate(fd, CHUNK)
@@ -90,9 +91,9 @@ def serve_copy(manager: Manager, bid: int, token: int, write: bool, offset: int,
                name: str) -> None:
     """Owner side of `rdma_shm`: copy between buffer `bid` and the requester's segment."""
     addr = manager.resolve(bid, token, offset, length, write)
-    if "/" in name or not name.startswith("monarch-rdma-"):
+    if "/" in name or not (name.startswith(SHM_PREFIX) and name.endswith(_SUFFIX)):
         raise ValueError(f"{name!r} is not an RDMA shared-memory segment name.")
-    fd = os.open(os.path.join(_SHM_DIR, name), os.O_RDWR)
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
     try:
         m = mmap.mmap(fd, length)
     finally:

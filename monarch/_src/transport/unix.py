@@ -21,8 +21,6 @@ from __future__ import annotations
 import atexit
 import os
 import socket
-import tempfile
-import uuid
 from typing import Any, Callable, NoReturn
 
 from distributed.comm.registry import Backend, backends
@@ -32,6 +30,8 @@ from distributed.comm.tcp import convert_stream_closed_error as _convert_closed
 from tornado import netutil
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.tcpserver import TCPServer
+
+from monarch._src.transport.owned_files import owned_name, socket_dir, sweep
 
 # Dask's untyped helper, with its type: it raises the CommClosedError for a closed stream.
 convert_stream_closed_error: Callable[[Any, StreamClosedError], NoReturn] = _convert_closed
@@ -48,40 +48,19 @@ _swept = False
 
 def _socket_dir() -> str:
     global _swept
-    base = os.path.join(tempfile.gettempdir(), f"monarch-{os.getuid()}")
+    base = socket_dir()
     os.makedirs(base, mode=0o700, exist_ok=True)
     if not _swept:
+        # Procs end with `os._exit` or a kill, which run no cleanup: the next process to
+        # listen here removes the files of processes that are gone (`owned_files`).
         _swept = True
-        _sweep(base)
+        sweep(base, "")
     return base
-
-
-def _sweep(base: str) -> None:
-    """Remove the socket files of processes that no longer exist. Procs end with `os._exit`,
-    which runs no cleanup, so their files are removed here, by the next process to listen.
-    A file whose creator's pid is alive (even if reused) is kept."""
-    try:
-        names = os.listdir(base)
-    except OSError:
-        return
-    for name in names:
-        pid, sep, _ = name.partition("-")
-        if not (sep and pid.isdigit() and name.endswith(".sock")):
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            try:
-                os.unlink(os.path.join(base, name))
-            except OSError:
-                pass  # another process cleaned it up first
-        except OSError:  # alive, someone else's
-            pass
 
 
 def default_listen_address() -> str:
     """A fresh `unix://` address in this user's socket folder."""
-    return f"{_PREFIX}{os.path.join(_socket_dir(), f'{os.getpid()}-{uuid.uuid4().hex[:8]}.sock')}"
+    return f"{_PREFIX}{os.path.join(_socket_dir(), owned_name('', '.sock'))}"
 
 
 def _check_path(loc: str) -> str:
