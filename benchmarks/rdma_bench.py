@@ -4,6 +4,7 @@ Written against the public Monarch API only (`monarch.actor`, `monarch.rdma`), s
 part runs unchanged under this package and under Meta's torchmonarch.
 
     python benchmarks/rdma_bench.py [--quick] [--repeats N] [--rounds R]   # both, compared
+    python benchmarks/rdma_bench.py --systems ours,ours_tls          # ours, plain and under TLS
     python benchmarks/rdma_bench.py --child [--quick]             # this interpreter's system only
 
 Without `--child` it runs itself as children, from the `benchmarks/` directory (so this
@@ -19,7 +20,10 @@ Each child reports medians in GB/s (decimal): `read_GBps`, `write_GBps` (the def
 same-host process_vm for ours), and for ours also `tcp_read_GBps`/`tcp_write_GBps` (the TCP data
 plane forced with MONARCH_RDMA_FORCE_PLANE), `raw_socket_GBps` (one plain blocking TCP socket,
 recv_into a reused buffer, same procs) and `raw_process_vm_GBps` (bare process_vm_readv).
-It prints numbers; it never asserts a time.
+`ours_tls` is ours again with `enable_tls` on (a throw-away certificate that is its own CA):
+every connection, the TCP data plane included, is then mutual TLS, and `ratios` gains
+`tls_tcp_read_vs_plain`/`tls_tcp_write_vs_plain` (same rounds, alternating). It prints numbers;
+it never asserts a time.
 """
 
 from __future__ import annotations
@@ -216,12 +220,23 @@ def _median_of_rounds(results: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _tls_env() -> dict[str, str]:
+    """The environment that turns TLS on, with a throw-away certificate (the tests' helper)."""
+    import tempfile
+
+    sys.path.insert(0, str(REPO))
+    from tests.tls_certs import write_cluster_cert
+
+    return write_cluster_cert(Path(tempfile.mkdtemp(prefix="rdma-bench-tls-")))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--child", action="store_true", help="measure this interpreter's system only")
     p.add_argument("--quick", action="store_true", help="3 repeats instead of 9")
     p.add_argument("--repeats", type=int, default=None)
-    p.add_argument("--systems", default="ours,torchmonarch")
+    p.add_argument("--systems", default="ours,torchmonarch",
+                   help="comma-separated: ours, torchmonarch, ours_tls")
     p.add_argument("--rounds", type=int, default=3,
                    help="alternate the systems this many times; medians over rounds")
     args = p.parse_args(argv)
@@ -235,14 +250,23 @@ def main(argv: list[str] | None = None) -> int:
     ours_py = REPO / ".venv" / "bin" / "python"
     peer_py = HERE / ".venv-torchmonarch" / "bin" / "python"
     flags = ["--repeats", str(repeats)]
-    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "torchmonarch": []}
+    systems = args.systems.split(",")
+    unknown = set(systems) - {"ours", "torchmonarch", "ours_tls"}
+    if unknown:
+        p.error(f"--systems: unknown {sorted(unknown)}; choose from ours, torchmonarch, ours_tls")
+    runs: dict[str, list[dict[str, Any]]] = {"ours": [], "torchmonarch": [], "ours_tls": []}
+    tls_env = _tls_env() if "ours_tls" in systems else {}
+    ours_exe = str(ours_py if ours_py.exists() else sys.executable)
     # The machines are shared: alternating the systems spreads load drift over both.
     for i in range(max(1, args.rounds)):
-        if "ours" in args.systems:
+        if "ours" in systems:
             _log(f"round {i + 1}: measuring ours")
-            runs["ours"].append(_run_child(str(ours_py if ours_py.exists() else sys.executable),
-                                           dict(base, PYTHONPATH=str(REPO)), flags))
-        if "torchmonarch" in args.systems:
+            runs["ours"].append(_run_child(ours_exe, dict(base, PYTHONPATH=str(REPO)), flags))
+        if "ours_tls" in systems:
+            _log(f"round {i + 1}: measuring ours under TLS")
+            runs["ours_tls"].append(_run_child(ours_exe, dict(base, PYTHONPATH=str(REPO),
+                                                               **tls_env), flags))
+        if "torchmonarch" in systems:
             if peer_py.exists():
                 _log(f"round {i + 1}: measuring torchmonarch")
                 runs["torchmonarch"].append(_run_child(str(peer_py), base, flags))
@@ -252,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         if results:
             report[system] = _median_of_rounds(results)
     ours, tm = report.get("ours", {}), report.get("torchmonarch", {})
+    tls = report.get("ours_tls", {})
     report["ratios"] = {
+        "tls_tcp_read_vs_plain": _ratio(tls.get("tcp_read_GBps"), ours.get("tcp_read_GBps")),
+        "tls_tcp_write_vs_plain": _ratio(tls.get("tcp_write_GBps"), ours.get("tcp_write_GBps")),
         "read_vs_torchmonarch": _ratio(ours.get("read_GBps"), tm.get("read_GBps")),
         "write_vs_torchmonarch": _ratio(ours.get("write_GBps"), tm.get("write_GBps")),
         "tcp_read_vs_raw_socket": _ratio(ours.get("tcp_read_GBps"), ours.get("raw_socket_GBps")),

@@ -8,6 +8,12 @@ header is the capability: only holders of the handle know it, and a dropped buff
 longer accepted. The reader side `recv_into`s the destination directly and splits large
 transfers across parallel connections (kept in a per-endpoint pool for reuse).
 
+Under TLS (`enable_tls`) every data-plane connection is mutual TLS with the configured
+certificates (`lowlevel.ssl_contexts`), as the monarch connections are: the bytes and the token
+never cross the network in clear, and a peer without a certificate signed by the CA is refused
+during the handshake. The handshake runs on the connection's own thread on both sides; pooled
+connections keep their session, so a transfer pays it once per connection.
+
 Rejected alternative: carrying the bytes in actor messages. That costs a pickle frame, a copy in
 and a copy out, and runs on the owner's runtime loop.
 """
@@ -24,9 +30,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from monarch._src.lowlevel import ssl_contexts, tls_enabled
 from monarch._src.rdma.errors import RDMABufferDroppedError
 
 if TYPE_CHECKING:
+    import ssl
+
     from monarch._src.rdma.manager import Manager
 
 __all__ = ["TcpDropped", "TcpServer", "TcpUnreachable", "close_idle", "tcp_read", "tcp_write"]
@@ -40,6 +49,7 @@ _STATUS = struct.Struct("!BI")  # status, length of the error text that follows
 PARALLEL_MIN = 8 << 20  # transfers at least this large are split across streams
 STREAMS = 4  # parallel connections for one large transfer
 _SOCKBUF = 4 << 20
+_HANDSHAKE_TIMEOUT = 30.0  # seconds a TLS peer has to finish its handshake
 
 
 class TcpDropped(Exception):
@@ -85,6 +95,8 @@ class TcpServer:
 
             host = routable_ip()
         self.endpoint: tuple[str, int] = (host, self._sock.getsockname()[1])
+        # Read when the listener starts: the TLS setting in force then applies to every peer.
+        self._tls: ssl.SSLContext | None = ssl_contexts()[0] if tls_enabled() else None
         self._closed = False  # set by close(); the accept loop then exits
         threading.Thread(target=self._accept, name="monarch-rdma-tcp", daemon=True).start()
 
@@ -109,6 +121,15 @@ class TcpServer:
     def _serve(self, conn: socket.socket) -> None:
         head = bytearray(_HEADER.size)
         try:
+            if self._tls is not None:
+                conn.settimeout(_HANDSHAKE_TIMEOUT)  # a peer that never finishes it is dropped
+                try:
+                    conn = self._tls.wrap_socket(conn, server_side=True)
+                except OSError as exc:  # no certificate of our CA, or not TLS at all
+                    logger.warning("monarch: refused an RDMA data-plane connection: %s", exc)
+                    conn.close()
+                    return
+                conn.settimeout(None)
             with conn:
                 while True:
                     try:
@@ -160,7 +181,26 @@ def _checkout(ep: tuple[str, int], timeout: float) -> socket.socket:
     except OSError as exc:
         raise TcpUnreachable(f"could not connect to the RDMA data plane at {ep}: {exc}") from exc
     _tune(s)
+    if tls_enabled():
+        try:
+            s = _client_tls().wrap_socket(s)
+        except OSError as exc:
+            s.close()
+            raise TcpUnreachable(
+                f"the TLS handshake with the RDMA data plane at {ep} failed: {exc}") from exc
     return s
+
+
+_client_context: ssl.SSLContext | None = None
+
+
+def _client_tls() -> ssl.SSLContext:
+    """The client side of the mutual TLS, made once (loading the certificates costs ms)."""
+    global _client_context
+    with _pool_lock:
+        if _client_context is None:
+            _client_context = ssl_contexts()[1]
+        return _client_context
 
 
 def _checkin(ep: tuple[str, int], s: socket.socket) -> None:
