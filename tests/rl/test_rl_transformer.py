@@ -5,6 +5,7 @@ is rewriting is never read."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -89,3 +90,23 @@ def test_the_recipe_runs_as_a_script() -> None:
     assert lines["generators held the trainer's weights bitwise after every sync"] == "True"
     assert sum(line.startswith("step ") for line in done.stdout.splitlines()) == STEPS
     assert done.stdout.endswith("stopped\n")
+
+
+def test_the_benchmark_reports_both_syncs() -> None:
+    bench = COOKBOOK.parent / "benchmarks" / "rl_weight_sync.py"
+    done = subprocess.run(
+        [sys.executable, str(bench), "--steps", "2", "--warmup", "0", "--rounds", "1"],
+        capture_output=True, text=True, timeout=100,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["model"] == {"parameters": 3294976, "bytes": 13179904, "layers": 4,
+                               "d_model": 256, "vocab": 256}
+    for method in ("rdma", "endpoint"):
+        figures = report[method]
+        assert figures["steps"] == 2 and figures["weights_match"] is True
+        assert 0 < figures["sync_p50_ms"] <= figures["sync_p90_ms"] <= figures["step_p50_ms"] * 2
+        assert len(figures["rounds"][0]["load_before"]) == 3
+    assert report["same_trajectory"] is True
+    assert report["ratios"]["sync_p50_endpoint_over_rdma"] > 0
+    assert len(report["commit"]) == 40
