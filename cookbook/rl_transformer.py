@@ -237,9 +237,10 @@ class Generator(Actor):
         torch.set_num_threads(1)
         self.policy, self.flat = flat_policy()
         self.version: int | None = None  # the version `flat` holds; None: not synced, or torn
-        self.rank = current_rank()["generators"]
+        self.rank = current_rank().rank  # its place in its mesh: seeds its own prompts
         self.remote: tuple[RDMABuffer, list[RDMABuffer]] | None = None
         self.table = torch.empty(2, dtype=torch.int64)
+        self.torn_reads = 0  # reads thrown away because the slot was rewritten meanwhile
 
     @endpoint
     def connect(self, buffers: tuple[RDMABuffer, list[RDMABuffer]]) -> None:
@@ -248,6 +249,9 @@ class Generator(Actor):
     @endpoint
     def sync(self, at_least: int, timeout: float = 30.0) -> int:
         """Pull the newest whole version (>= `at_least`) of the weights; return its number."""
+        return self._sync(at_least, timeout)
+
+    def _sync(self, at_least: int, timeout: float) -> int:
         if self.remote is None:
             raise RuntimeError("Generator.sync: no weight buffers; call connect() first.")
         table, slots = self.remote
@@ -265,6 +269,7 @@ class Generator(Actor):
                 self.version = version
                 return version
             self.version = None  # torn: `flat` mixes two versions until a whole read
+            self.torn_reads += 1
         raise TimeoutError(
             f"Generator {self.rank}: no whole copy of weights version >= {at_least} within "
             f"{timeout} s (the trainer's slots held {self.table.tolist()})."

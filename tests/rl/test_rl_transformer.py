@@ -79,6 +79,29 @@ def test_a_slot_being_rewritten_is_never_read(rl: Any) -> None:
         run.stop()
 
 
+def test_reads_racing_a_publishing_trainer_are_never_torn() -> None:
+    """The trainer republishes as fast as it can (every version's weights all equal to the
+    version number) while a generator syncs as fast as it can: every copy it keeps is whole."""
+    from tests.rl.actors import ChurningTrainer, CheckingGenerator
+    from monarch.actor import this_host
+
+    procs = this_host().spawn_procs(per_host={"generators": 2})  # proc 1 hosts the trainer
+    try:
+        generator = procs.slice(generators=0).spawn("checking-generator", CheckingGenerator)
+        trainer = procs.slice(generators=1).spawn("churning-trainer", ChurningTrainer, generator)
+        generator.connect.call(trainer.weight_buffers.call_one().get()).get()
+        churn = trainer.churn.call_one(300)
+        reads, torn = generator.sync_many.call_one(300).get()
+        last = churn.get()
+    finally:
+        procs.stop().get()
+    assert last == 300
+    versions = [version for version, _, _ in reads]
+    assert versions == sorted(versions) and versions[-1] > 0  # it saw the trainer move
+    assert all(low == high == version for version, low, high in reads), "a torn copy was kept"
+    print(f"reads thrown away as torn: {torn} of {len(reads) + torn}")
+
+
 def test_the_recipe_runs_as_a_script() -> None:
     done = subprocess.run(
         [sys.executable, str(COOKBOOK / "rl_transformer.py"), "--steps", str(STEPS)],
