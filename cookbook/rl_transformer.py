@@ -2,7 +2,7 @@
 new weights move trainer -> generators one-sided through `RDMABuffer`s.
 
 Run: `.venv/bin/python cookbook/rl_transformer.py [--steps N] [--sync rdma|endpoint]`. CPU only,
-seeded; about 30 s here.
+seeded; 20-60 s on 2 shared cores, depending on their load.
 
 The policy is a decoder-only transformer built with `torch.nn` (4 layers, d_model 256, 4 heads, a
 vocabulary of 256 tokens: 3.3 M parameters, 13 MB of float32). The task has a reward anyone can
@@ -333,8 +333,9 @@ class RLRun:
 
     def weights_match(self) -> bool:
         """Whether both generators hold bitwise the trainer's weights, of the same version."""
-        trainer = self.trainer.digest.call_one().get()
-        return all(g == trainer for g in self.generators.digest.call().get().values())
+        trainer, generators = self.trainer.digest.call_one(), self.generators.digest.call()
+        expected = trainer.get()  # the three hashes run at once, one per proc
+        return all(g == expected for g in generators.get().values())
 
     def stop(self) -> None:
         self.generator_procs.stop().get()
