@@ -36,10 +36,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "cookbook"))  # before any proc is spawned: the procs inherit it
 
-import torch  # noqa: E402
+import rl_transformer as rl
+import torch
 
-import rl_transformer as rl  # noqa: E402
-from monarch.rdma import RDMATcpFallbackWarning, get_rdma_backend  # noqa: E402
+from monarch.rdma import RDMATcpFallbackWarning, get_rdma_backend
 
 METHODS = ("rdma", "endpoint")
 

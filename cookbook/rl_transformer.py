@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import math
 import time
 import warnings
 from typing import Any
@@ -169,7 +168,7 @@ class Trainer(Actor):
         self.policy, self.flat = flat_policy()
         self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=LR)
         self.version = 0  # optimizer steps taken
-        self.slots = torch.zeros(2, self.flat.numel())
+        self.slots = torch.empty(0)  # two copies of `flat`, once registered
         self.versions = torch.full((2,), EMPTY, dtype=torch.int64)
         self.buffers: tuple[RDMABuffer, list[RDMABuffer]] | None = None
 
@@ -177,6 +176,7 @@ class Trainer(Actor):
     def weight_buffers(self) -> tuple[RDMABuffer, list[RDMABuffer]]:
         """Register the version table and the two slots (once); publish the current weights."""
         if self.buffers is None:
+            self.slots = torch.zeros(2, self.flat.numel())
             table = RDMABuffer(self.versions.view(torch.uint8))
             slots = [RDMABuffer(slot.view(torch.uint8)) for slot in self.slots]
             self.buffers = (table, slots)

@@ -10,7 +10,7 @@ from monarch.actor import endpoint
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cookbook"))
 
-import rl_transformer as rl  # noqa: E402
+import rl_transformer as rl
 
 
 class ChurningTrainer(rl.Trainer):
