@@ -14,7 +14,7 @@ transformer) once with each sync method, in alternating order, on fresh procs:
 Per method, over the steps after `--warmup`: the loop's steps/s, and the weight sync's time per
 step as the controller sees it (median and p90; the sync phase only, the generators' reads or the
 trainer's send, each ending when both generators hold the new version), plus the trainer's
-publish copy for `rdma`. `ratios` gives endpoint/rdma for the sync (with and without the publish
+publish copy for `rdma`, and the sync's share of the loop's time. `ratios` gives endpoint/rdma for the sync (with and without the publish
 copy counted on the RDMA side) and rdma/endpoint for steps/s. Both methods run the same seeded
 computation, so `same_trajectory` checks they trained identically, and `weights_match` that the
 generators held the trainer's weights bitwise at the end of every run.
@@ -92,6 +92,9 @@ def summarise(runs: list[dict[str, Any]], method: str) -> dict[str, Any]:
         "step_p50_ms": _ms([r["step_s"] for r in records], 0.5),
         "generate_p50_ms": _ms([r["generate_s"] for r in records], 0.5),
         "train_p50_ms": _ms([r["train_s"] for r in records], 0.5),
+        # What the sync can change in steps/s; the rest of a step is the same work either way,
+        # so a steps/s ratio far from what this implies is the shared machine's noise.
+        "sync_share_of_step": round(sum(sync) / sum(r["step_s"] for r in records), 4),
         "weights_match": all(run["weights_match"] for run in runs),
         "rounds": [{k: run[k] for k in ("wall_s", "load_before", "load_after")} for run in runs],
     }
