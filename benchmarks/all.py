@@ -76,6 +76,8 @@ BENCHMARKS: dict[str, Benchmark] = {
     "serialization": Benchmark("serialization_micro.py", (), ("--repeats", "3"),
                                "envelope serialization micro-benchmark"),
     "soak": Benchmark("soak.py", (), ("--calls", "2000"), "calls with procs SIGKILLed"),
+    "rl-weight-sync": Benchmark("rl_weight_sync.py", (), ("--quick",),
+                                "GRPO on a 3.3M-parameter transformer: RDMA / state_dict sync"),
 }
 
 
