@@ -22,7 +22,14 @@ from monarch.actor import (
     hosts_from_config,
 )
 from monarch._src.supervision.errors import SupervisionError
-from tests.hosts.conftest import REPO, Workers, free_port, worker_env
+from tests.hosts.conftest import (
+    REPO,
+    Workers,
+    end_processes,
+    free_port,
+    wait_listening,
+    worker_env,
+)
 
 TRUST = "trust_all_connections"
 
@@ -124,6 +131,45 @@ def test_killed_host_fails_every_rank_on_it(
         assert len(actors.slice(hosts=0).where.call().get(timeout=10)) == 2
     finally:
         hosts.shutdown().get(timeout=30)
+
+
+@pytest.mark.timeout(90)
+def test_a_host_restarted_at_a_lost_hosts_address_can_be_attached(
+    fault_recorder: Any, fast_host_heartbeats: None
+) -> None:
+    """A lost host stays dead, but another host process at its address is another host: the
+    client that saw the first one die attaches to the second (per incarnation, not address)."""
+    first = Workers(["127.0.0.4"])
+    addr = first.addresses[0]
+    try:
+        hosts = attach_to_workers(ca=TRUST, workers=[addr])
+        procs = hosts.spawn_procs(per_host={"gpus": 1})
+        procs.spawn("first", Where).where.call_one().get(timeout=30)
+        first.procs[0].send_signal(signal.SIGKILL)
+        fault_recorder.wait_for(1, timeout=30)
+        first.procs[0].wait(timeout=30)
+        second = _worker_at(addr)
+        try:
+            again = attach_to_workers(ca=TRUST, workers=[addr])
+            try:
+                mesh = again.spawn_procs(per_host={"gpus": 1}).spawn("second", Where)
+                assert mesh.where.call_one().get(timeout=30)[0] != 0
+            finally:
+                again.shutdown().get(timeout=30)
+        finally:
+            end_processes([second])
+    finally:
+        first.close()
+
+
+def _worker_at(addr: str) -> subprocess.Popen[bytes]:
+    """A `monarch worker` listening at `addr` (a port another worker used before)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address", addr],
+        env=worker_env(), stdin=subprocess.DEVNULL, cwd=REPO)
+    host, port = addr.split("://")[1].rsplit(":", 1)
+    wait_listening(proc, host, int(port))
+    return proc
 
 
 _CLIENT = r"""

@@ -79,7 +79,7 @@ async def test_tcp_listener_serves_a_peer_that_connects_through_dask_comm(nodes:
     b = await nodes()
     comm = await dask_connect(b.address, deserialize=False)
     await comm.write({"hello": "tcp://10.1.2.3:4567", "raw": True})
-    assert await comm.read() == {"ack": True}
+    assert await comm.read() == {"ack": True, "incarnation": b.transport.incarnation}
     channel = SocketChannel(_take_socket(comm), None, lambda exc: None)
     await channel.write(encode_batch([("from", "dask"), ("second",)]))
     assert await b.next_batch() == ("tcp://10.1.2.3:4567", [("from", "dask"), ("second",)])

@@ -134,6 +134,9 @@ class RemoteHostAgent:
                     "monarch call."
                 )
             await _probe(h, port)
+            # Attaching says a host serves there now: a dead one known at that address (a host
+            # lost before, a proc whose port the OS gave to this host) is another process.
+            self.rt.mailbox.revive(host.addr)
             entry = OncePort()
             port_addr = self.rt.mailbox.open_port(entry, (host.addr,))
             self.rt.mailbox.post(host.addr, Control(

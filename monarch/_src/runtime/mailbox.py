@@ -123,6 +123,9 @@ class Mailbox:
         # Pending key (or a peer whose death is being confirmed) -> (envelope, written), in order.
         self._held: dict[str, list[tuple[Envelope, Written]]] = {}
         self._dead: dict[str, BaseException] = {}  # peers known gone -> why
+        # Dead peer -> its transport's incarnation when it died ("" if never heard): another
+        # process heard later at that address is not the dead one (`_peer_hello`).
+        self._dead_incarnation: dict[str, str] = {}
         # Peer -> ports (address, rank) -> once, that this process handed to it in call
         # arguments, oldest first: answered with the failure if the peer dies (`ports_handed`).
         self._handed: dict[str, OrderedDict[tuple[PortAddr, int | None], bool]] = {}
@@ -136,6 +139,7 @@ class Mailbox:
         # delivered, and why; the proc agent hands it to the sending actor.
         self.on_undeliverable: Callable[[Call, BaseException], None] | None = None
         self.control["ports_handed"] = self._ports_handed_here
+        self.transport.on_hello = self._peer_hello
 
     async def start(self, address: str | None = None) -> str:
         self.address = await self.transport.start(address)
@@ -350,8 +354,7 @@ class Mailbox:
         was known about the old process at that address no longer applies.
         """
         self._register_watches()
-        self._dead.pop(addr, None)
-        self._expected_exit.pop(addr, None)
+        self.revive(addr)
         for port_id in self._waiting.pop(pending_key, set()):
             self._waiting.setdefault(addr, set()).add(port_id)
         handed = self._handed.pop(pending_key, None)
@@ -480,12 +483,27 @@ class Mailbox:
     def is_dead(self, peer: str) -> bool:
         return peer in self._dead
 
+    def revive(self, addr: str) -> None:
+        """A new process listens at `addr` (a proc this one spawned, a host it attaches to, one
+        heard with another incarnation): what was known of a dead one there no longer applies
+        (loop)."""
+        self._dead.pop(addr, None)
+        self._dead_incarnation.pop(addr, None)
+        self._expected_exit.pop(addr, None)
+
+    def _peer_hello(self, addr: str, incarnation: str) -> None:
+        """The transport heard `incarnation` at `addr`: if that is not the process that died
+        there, the address lives again (loop)."""
+        if addr in self._dead and self._dead_incarnation.get(addr) != incarnation:
+            self.revive(addr)
+
     def mark_dead(self, peer: str, err: BaseException) -> None:
         """`peer` is gone: fail what waits on it, and later sends to it at once (loop)."""
         if peer in self._dead:
             return
         self._register_watches()
         self._dead[peer] = err
+        self._dead_incarnation[peer] = self.transport.incarnations.get(peer, "")
         self.transport.forget_peer(peer)
         for env, written in self._held.pop(peer, []):
             self._undeliverable(peer, env, err)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import pickle
+import secrets
 import socket
 from typing import Any, Awaitable, Callable, Protocol, Sequence
 
@@ -376,18 +377,23 @@ class _Peer:
             self.task = None
 
     async def _connect(self) -> SocketChannel | _StreamChannel | _CommChannel:
+        transport = self.transport
         if _plain_tcp(self.addr):
-            sock = await tcp.connect(self.addr, self.transport.address, self.transport.conn_args)
+            sock, incarnation = await tcp.connect(self.addr, transport.address,
+                                                  transport.conn_args, transport.incarnation)
+            transport._heard_of(self.addr, incarnation)
             return SocketChannel(sock, None, self._closed_under_us)
         # As on plain tcp: a refused connect is retried for message_delivery_timeout.
         args = {"timeout": duration_seconds("message_delivery_timeout"), **self.transport.conn_args}
         comm = self.comm = await connect(self.addr, deserialize=False, **args)
         raw = _can_take_socket(comm)
-        await comm.write({"hello": self.transport.address, "raw": raw})
+        await comm.write({"hello": transport.address, "raw": raw,
+                          "incarnation": transport.incarnation})
         if not raw:
             return _channel(comm)
         # The listener acks once it took its end over; nothing follows the ack on this comm.
-        await comm.read()
+        ack = await comm.read()
+        transport._heard_of(self.addr, str(ack.get("incarnation", "")))
         return SocketChannel(_take_socket(comm), None, self._closed_under_us)
 
     def _closed_under_us(self, exc: BaseException) -> None:
@@ -410,6 +416,13 @@ class Transport:
     `on_batch(peer_addr, envelopes)` is called on the loop for each received batch;
     `on_lost(peer_addr, envelopes, error)` for envelopes that could not be delivered and once for
     a connection that broke (with an empty list), so the runtime can fail what waited on that peer.
+
+    Each transport has a random `incarnation`, which both ends of a connection tell each other
+    in its opening exchange: `incarnations` maps each peer address to the one last heard there,
+    and `on_hello(addr, incarnation)` is called on the loop each time one is heard. A process
+    that listens where another one did before (the OS reuses ports) has another incarnation, so
+    what was known of the old one need not apply to it; a connection of the old one that breaks
+    after the new one was heard is not reported.
     """
 
     def __init__(
@@ -425,6 +438,9 @@ class Transport:
         self.conn_args = conn_args if conn_args is not None else (secure[0] if secure else {})
         self.listen_args = secure[1] if secure else dict(self.conn_args)
         self.address = ""  # the bound listen address, once started
+        self.incarnation = secrets.token_hex(8)
+        self.incarnations: dict[str, str] = {}  # peer address -> the incarnation heard last
+        self.on_hello: Callable[[str, str], None] | None = None
         self._listener: Any = None
         self._peers: dict[str, _Peer] = {}
         self._incoming: set[Comm] = set()
@@ -438,7 +454,8 @@ class Transport:
         if address is None:
             address = default_listen_address()
         if _plain_tcp(address):
-            self._listener = tcp.Listener(address, self._handle_socket, self.listen_args)
+            self._listener = tcp.Listener(address, self._handle_socket, self.listen_args,
+                                          self.incarnation)
         else:
             self._listener = listen(address, self._handle_comm, deserialize=False,
                                     **self.listen_args)
@@ -485,29 +502,48 @@ class Transport:
             return
         self._on_lost(peer.addr, lost, err)
 
-    def _handle_socket(self, sock: socket.socket, peer_addr: str) -> None:
+    def _heard_of(self, addr: str, incarnation: str) -> None:
+        """The process at `addr` is `incarnation` (from an opening exchange; loop)."""
+        if not incarnation:
+            return  # a peer that tells none (an older monarch): nothing to compare
+        self.incarnations[addr] = incarnation
+        if self.on_hello is not None:
+            self.on_hello(addr, incarnation)
+
+    def _lost_incoming(self, addr: str, incarnation: str, exc: BaseException) -> None:
+        """An incoming connection from `incarnation` at `addr` broke: report it, unless the
+        transport is closing or a newer process at that address was heard since."""
+        if self._closing or (incarnation and self.incarnations.get(addr, incarnation)
+                             != incarnation):
+            return
+        self._on_lost(addr, [], translate_error(exc, addr))
+
+    def _handle_socket(self, sock: socket.socket, peer_addr: str, incarnation: str) -> None:
         """An incoming plain tcp connection from `peer_addr`, its handshake done (`tcp.py`)."""
         if self._closing:
             sock.close()
             return
+        self._heard_of(peer_addr, incarnation)
         raw = SocketChannel(sock, lambda frames: self._received(peer_addr, frames),
-                            lambda exc: self._raw_closed(raw, peer_addr, exc))
+                            lambda exc: self._raw_closed(raw, peer_addr, incarnation, exc))
         self._raw_incoming.add(raw)
 
-    def _raw_closed(self, raw: SocketChannel, peer_addr: str, exc: BaseException) -> None:
+    def _raw_closed(self, raw: SocketChannel, peer_addr: str, incarnation: str,
+                    exc: BaseException) -> None:
         """An incoming raw connection broke (or was aborted by `close`)."""
         self._raw_incoming.discard(raw)
-        if not self._closing:
-            self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
+        self._lost_incoming(peer_addr, incarnation, exc)
 
     async def _handle_comm(self, comm: Comm) -> None:
         self._incoming.add(comm)
-        peer_addr = ""
+        peer_addr = incarnation = ""
         try:
             hello = await comm.read()
             peer_addr = hello["hello"]
+            incarnation = str(hello.get("incarnation", ""))
+            self._heard_of(peer_addr, incarnation)
             if hello.get("raw") and _can_take_socket(comm):
-                await comm.write({"ack": True})
+                await comm.write({"ack": True, "incarnation": self.incarnation})
                 raw = SocketChannel(
                     _take_socket(comm), lambda frames: self._received(peer_addr, frames),
                     lambda exc: None,
@@ -517,8 +553,7 @@ class Transport:
                     exc = await raw.closed
                 finally:
                     self._raw_incoming.discard(raw)
-                if not self._closing:
-                    self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
+                self._lost_incoming(peer_addr, incarnation, exc)
                 return
             channel = _channel(comm)
             while True:
@@ -527,8 +562,8 @@ class Transport:
             if not isinstance(exc, _closed_errors):
                 logger.exception("monarch: failed reading from %s",
                                  peer_addr or comm.peer_address)
-            elif peer_addr and not self._closing:
-                self._on_lost(peer_addr, [], translate_error(exc, peer_addr))
+            elif peer_addr:
+                self._lost_incoming(peer_addr, incarnation, exc)
         finally:
             self._incoming.discard(comm)
             if not comm.closed():

@@ -9,8 +9,13 @@ through `distributed.comm` (an older monarch):
 
 1. both ends write a Dask handshake (`{"compression": None, "python": ..., "pickle-protocol":
    5}`), then read the other's;
-2. the connecting end writes its hello, `{"hello": <its listen address>, "raw": True}`;
-3. the listening end answers `{"ack": True}`, and from then on the socket is a `SocketChannel`.
+2. the connecting end writes its hello, `{"hello": <its listen address>, "raw": True,
+   "incarnation": <its transport's>}`;
+3. the listening end answers `{"ack": True, "incarnation": <its>}`, and from then on the socket
+   is a `SocketChannel`.
+
+The incarnation (random per transport) tells a process that started at an address another one
+used before from that one (`Transport.incarnations`).
 
 Each of those messages is one Dask message: `<u64 n>` then n bytes holding `<u64 frame count>
 <u64 length per frame>` and the frames; a message here is a single msgpack frame. Messages are
@@ -232,10 +237,12 @@ async def _read(sock: socket.socket) -> dict[str, Any]:
 # ---- connecting ----------------------------------------------------------------------------------
 
 
-async def connect(addr: str, hello: str, args: dict[str, Any]) -> socket.socket:
+async def connect(addr: str, hello: str, args: dict[str, Any],
+                  incarnation: str = "") -> tuple[socket.socket, str]:
     """A connected, tuned socket to the tcp listener at `addr`, its opening exchange done (we
-    announce our listen address `hello`). `args` are the transport's connection arguments:
-    `timeout` (seconds; default `message_delivery_timeout`) bounds the retried connect."""
+    announce our listen address `hello` and our `incarnation`), and the listener's incarnation
+    ("" from one that sends none). `args` are the transport's connection arguments: `timeout`
+    (seconds; default `message_delivery_timeout`) bounds the retried connect."""
     _check_args(addr, args)
     host, port = parse_address(addr)
     given = args.get("timeout")
@@ -244,14 +251,14 @@ async def connect(addr: str, hello: str, args: dict[str, Any]) -> socket.socket:
     try:
         await _write(sock, _handshake_info())
         await _read(sock)  # the listener's handshake: nothing in it concerns us
-        await _write(sock, {"hello": hello, "raw": True})
+        await _write(sock, {"hello": hello, "raw": True, "incarnation": incarnation})
         ack = await _read(sock)
         if not ack.get("ack"):
             raise HandshakeError(f"the listener answered the hello with {ack!r}")
     except BaseException:
         sock.close()
         raise
-    return sock
+    return sock, str(ack.get("incarnation", ""))
 
 
 async def _connect_with_retries(addr: str, host: str, port: int, timeout: float) -> socket.socket:
@@ -314,15 +321,17 @@ def _close_if_cancelled(conn: socket.socket, task: asyncio.Task[None]) -> None:
 
 class Listener:
     """Accepts tcp connections at `address` ('tcp://host:port', port 0 for any) and hands each
-    one, its opening exchange done, to `on_connection(sock, peer_listen_address)` on the loop.
-    `args` are the transport's listen arguments, checked as `connect` checks them (their
-    `timeout` concerns connecting only)."""
+    one, its opening exchange done, to `on_connection(sock, peer_listen_address,
+    peer_incarnation)` on the loop. `args` are the transport's listen arguments, checked as
+    `connect` checks them (their `timeout` concerns connecting only); `incarnation` is what the
+    ack tells each peer."""
 
-    def __init__(self, address: str, on_connection: Callable[[socket.socket, str], None],
-                 args: dict[str, Any] | None = None) -> None:
+    def __init__(self, address: str, on_connection: Callable[[socket.socket, str, str], None],
+                 args: dict[str, Any] | None = None, incarnation: str = "") -> None:
         _check_args(address, args or {})
         self.host, self.port = parse_address(address, default_port=0)
         self.on_connection = on_connection
+        self.incarnation = incarnation
         self.contact_address = ""  # 'tcp://host:port' once started
         self._sock: socket.socket | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -383,7 +392,7 @@ class Listener:
             peer = hello.get("hello")
             if not isinstance(peer, str) or not hello.get("raw"):
                 raise HandshakeError(f"expected a hello with a raw tcp stream, got {hello!r}")
-            await _write(conn, {"ack": True})
+            await _write(conn, {"ack": True, "incarnation": self.incarnation})
         except (OSError, HandshakeError) as exc:
             logger.info("monarch: a connection to %s failed before its handshake completed: %s",
                         self.contact_address, exc)
@@ -391,7 +400,7 @@ class Listener:
             return
         finally:
             self._handshaking.pop(conn, None)
-        self.on_connection(conn, peer)
+        self.on_connection(conn, peer, str(hello.get("incarnation", "")))
 
     def stop(self) -> None:
         """Stop accepting; connections still in their opening exchange are closed."""
