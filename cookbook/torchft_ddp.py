@@ -252,6 +252,7 @@ def run(steps: int, kill_at: int, victim: int = 1) -> dict[str, Any]:
         while not ready.done():
             step = lockstep([survivor])[0]["step"]
         record["replacement_up_seconds"] = time.perf_counter() - killed
+        record["pids"] = {"killed": pids[victim], "replacement": ready.result()}
 
         # The replacement asks for a quorum, which needs the survivor: it is in the first quorum
         # the survivor asks for after that request reached the lighthouse; it heals there.
