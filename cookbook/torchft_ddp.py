@@ -51,7 +51,8 @@ from typing import Any
 import torch
 from torch import nn
 from torch.distributed import TCPStore
-from torchft import DistributedDataParallel, Manager, ProcessGroupGloo, coordination
+from torchft import DistributedDataParallel, Manager, ProcessGroupGloo
+from torchft.coordination import LighthouseServer
 from torchft.optim import OptimizerWrapper
 
 import monarch.actor
@@ -73,9 +74,7 @@ class Lighthouse(Actor):
     """torchft's lighthouse server, on its proc: the replicas' managers ask it for each quorum."""
 
     def __init__(self, min_replicas: int) -> None:
-        # By its module: the Rust class claims module `builtins`, so a bare name captured by this
-        # script's class would be pickled by value, and arrive without its methods.
-        self.server = coordination.LighthouseServer(
+        self.server = LighthouseServer(
             bind="[::]:0",
             min_replicas=min_replicas,
             join_timeout_ms=JOIN_TIMEOUT_MS,

@@ -169,14 +169,15 @@ def _home_of_misplaced(cls: type) -> tuple[str, str] | None:
     PyO3 classes (torchft's `LighthouseServer`, for one) report `builtins` unless their author
     named a module. Plain pickle cannot find them by name, and cloudpickle would copy them by
     value, which loses their native methods: the receiver's copy has none. Such a class lives in
-    whichever imported module holds it under its name; the first by name is its home.
+    whichever imported module holds it under its name; the first by name is its home, never the
+    script (`__main__` is another module in the receiver).
     """
     if cls.__module__ != "builtins" or getattr(builtins, cls.__qualname__, None) is cls:
         return None
+    main = sys.modules.get("__main__")  # also under other names (multiprocessing's __mp_main__)
     for name, module in sorted(sys.modules.copy().items(), key=lambda item: item[0]):
         # vars(), not getattr: a module's __getattr__ may import or warn.
-        if name != "__main__" and module is not None and (
-                vars(module).get(cls.__name__) is cls):
+        if module is not None and module is not main and vars(module).get(cls.__name__) is cls:
             return name, cls.__name__
     return None
 
