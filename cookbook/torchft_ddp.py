@@ -266,6 +266,8 @@ def run(steps: int, kill_at: int, victim: int = 1) -> dict[str, Any]:
                 break
             record["steps"].append({"wall": time.perf_counter() - start, "results": [alone]})
             show([alone], time.perf_counter() - start)
+            if joined.done():  # it ended without the survivor: its error says why
+                raise RuntimeError(f"the replacement left its first step alone: {joined.result()}")
         record["recovery_seconds"] = time.perf_counter() - killed
         replicas[victim] = replacement
 
