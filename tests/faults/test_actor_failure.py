@@ -147,6 +147,33 @@ def test_init_exception_reports_each_rank_and_initialized_and_calls_fail(
     assert f"init exploded ({flavour})" in str(later)
 
 
+def _refuse_to_rebuild() -> None:
+    raise ValueError("cannot be rebuilt here")
+
+
+class Unrebuildable:
+    """Pickles, but raises where it is unpickled: a spawn argument the actor cannot decode."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_refuse_to_rebuild, ())
+
+
+def test_undecodable_spawn_arguments_fail_the_actor_without_an_internal_error(
+    fault_recorder: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    # In this process (this_proc), so the actor thread's own log reaches caplog.
+    from monarch.actor import this_proc
+
+    mesh = this_proc().spawn("undecodable", SyncFaulty, Unrebuildable())
+    later = _call_error(lambda: mesh.ping.call_one())
+    assert "actor undecodable could not be created: ValueError('cannot be rebuilt here')" in str(
+        later)
+    [report] = fault_recorder.wait_for(1)
+    assert "mesh_name=undecodable," in report
+    # The failure was the actor's, not a bug of the runtime's message loop.
+    assert not [r for r in caplog.records if "failed to handle a message" in r.getMessage()]
+
+
 # --- BaseException (§2.3, §4.32) -----------------------------------------------------------------
 
 

@@ -660,6 +660,28 @@ def test_main_class_pickled_by_value_loads_where_undefined(tmp_path: Path) -> No
     assert json.loads(output) == [101, 15, 4, "Counter"]
 
 
+@pytest.mark.slow
+def test_extension_class_claiming_builtins_goes_by_name_with_its_methods() -> None:
+    # PyO3 classes say `builtins` unless told otherwise; copied by value they lost every method.
+    coordination = pytest.importorskip("torchft.coordination")
+    cls = coordination.LighthouseServer
+    assert cls.__module__ == "builtins"
+    assert round_trip(cls) is cls
+    data, buffers = dumps(cls)
+    message = pickle.dumps((data, [bytes(buffer) for buffer in buffers]))
+    output = run_python(
+        """
+        import pickle, sys
+        from monarch._src.transport.serialization import loads
+        data, buffers = pickle.loads(sys.stdin.buffer.read())
+        cls = loads(data, buffers)
+        print(cls.__name__, hasattr(cls, "address"), hasattr(cls, "shutdown"))
+        """,
+        stdin=message,
+    )
+    assert output.split() == ["LighthouseServer", "True", "True"]
+
+
 # --- failures ---------------------------------------------------------------------------------
 
 

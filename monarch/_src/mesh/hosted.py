@@ -330,7 +330,8 @@ class HostedActor:
             with receiving_ports(self):
                 cls, args, kwargs = decode(self._payload)
         except BaseException as exc:
-            return self._fail(f"actor {info.name} could not be created: {exc!r}", exc)
+            self._fail(f"actor {info.name} could not be created: {exc!r}", exc)
+            return None  # (the actor thread awaits what a handler returns)
         self._payload = None
         class_name = f"{cls.__module__}.{cls.__qualname__}"
         self._display = f"{info.creator.display}.<{class_name} {info.name}{self._rank_text()}>"

@@ -9,7 +9,9 @@ stay inside the pickle stream, because for small data one frame is cheaper than 
 One pickler class does everything. It subclasses `cloudpickle.Pickler`, whose `reducer_override`
 pickles by value exactly the functions and classes that a receiver could not import by name
 (defined in `__main__`, i.e. a script or a notebook cell, lambdas, closures, local classes) and
-leaves every importable one to plain pickle's by-name reference. The C pickler never calls
+leaves every importable one to plain pickle's by-name reference. An extension class that claims
+module `builtins` without being there (PyO3's default) goes by name too, from the module that
+holds it (`_home_of_misplaced`): a copy by value would arrive without its native methods. The C pickler never calls
 `reducer_override` for None, bools, ints, floats, str, bytes, bytearray, tuples, lists, dicts and
 sets, so a message made of builtins runs no Python code; one pickler is reused per thread, so a
 small message costs about a microsecond more than `pickle.dumps`. Large `bytes` and `bytearray`
@@ -33,8 +35,10 @@ has no read-only tensors. A `bytes` object is a copy of its buffer unless that b
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import copyreg
+import importlib
 import pickle
 import sys
 import threading
@@ -115,6 +119,12 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
                 return NotImplemented
         except TypeError:  # a class whose metaclass makes it unhashable
             return super().reducer_override(obj)
+        home = _HOMES.get(obj) if isinstance(obj, type) else None
+        if home is None and isinstance(obj, type):
+            home = _home_of_misplaced(obj)
+        if home is not None:
+            _HOMES[obj] = home
+            return _import_attribute, home
         reduced = super().reducer_override(obj)
         if reduced is NotImplemented:
             _BY_NAME.add(obj)
@@ -146,7 +156,35 @@ class _Pickler(cloudpickle.Pickler):  # type: ignore[misc]
 # objects was sent keeps going by name.
 _BY_NAME: set[object] = set()
 
+# Extension classes that claim module `builtins`, by the module they were found in: see
+# `_home_of_misplaced`.
+_HOMES: dict[type, tuple[str, str]] = {}
+
 _local = threading.local()
+
+
+def _home_of_misplaced(cls: type) -> tuple[str, str] | None:
+    """Where to import `cls` from, when it says module `builtins` but is not there.
+
+    PyO3 classes (torchft's `LighthouseServer`, for one) report `builtins` unless their author
+    named a module. Plain pickle cannot find them by name, and cloudpickle would copy them by
+    value, which loses their native methods: the receiver's copy has none. Such a class lives in
+    whichever imported module holds it under its name; the first by name is its home, never the
+    script (`__main__` is another module in the receiver).
+    """
+    if cls.__module__ != "builtins" or getattr(builtins, cls.__qualname__, None) is cls:
+        return None
+    main = sys.modules.get("__main__")  # also under other names (multiprocessing's __mp_main__)
+    for name, module in sorted(sys.modules.copy().items(), key=lambda item: item[0]):
+        # vars(), not getattr: a module's __getattr__ may import or warn.
+        if module is not None and module is not main and vars(module).get(cls.__name__) is cls:
+            return name, cls.__name__
+    return None
+
+
+def _import_attribute(module: str, name: str) -> Any:
+    """The receiving side of `_home_of_misplaced`."""
+    return getattr(importlib.import_module(module), name)
 
 
 @contextlib.contextmanager
