@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import glob
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from typing import Any
 import pytest
 
 from monarch.actor import this_host
+from tests.pidwait import exits
 from tests.rdma.actors import Owner, Peer
 
 pytestmark = [pytest.mark.timeout(120),
@@ -36,18 +36,6 @@ def files_of(pid: int) -> list[str]:
 
     return (glob.glob(f"/dev/shm/monarch-{pid}-*")
             + glob.glob(os.path.join(socket_dir(), f"{pid}-*")))
-
-
-def wait_exit(pid: int) -> None:
-    """Return once process `pid` has exited (its pidfd turns readable then)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        assert select.select([fd], [], [], T)[0], f"process {pid} is still running"
-    finally:
-        os.close(fd)
 
 
 def test_killed_procs_files_are_removed_before_its_death_is_reported(
@@ -103,7 +91,7 @@ def test_killed_controllers_procs_end_and_its_files_are_removed(tmp_path: Path) 
         controller.kill()
         controller.wait(timeout=T)
         for pid in [*procs, *zygotes]:
-            wait_exit(pid)
+            assert exits(pid, T), f"process {pid} is still running"
         assert files_of(controller.pid) == []
         assert [files_of(p) for p in procs] == [[] for _ in procs]
     finally:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from tests.hosts.conftest import (
     wait_listening,
     worker_env,
 )
+from tests.pidwait import exits
 
 TRUST = "trust_all_connections"
 
@@ -121,7 +121,7 @@ def test_killed_host_fails_every_rank_on_it(
         two_workers.procs[1].send_signal(signal.SIGKILL)
         texts = fault_recorder.wait_for(2, timeout=20)
         for pid in orphans:  # no proc outlives its host agent (its zygote kills them)
-            assert _exits(pid, timeout=20), f"proc {pid} of the killed host still runs"
+            assert exits(pid, 20), f"proc {pid} of the killed host still runs"
         took = time.monotonic() - started
         joined = "\n".join(texts)
         assert "crashed_ranks=[2]" in joined and "crashed_ranks=[3]" in joined
@@ -192,18 +192,6 @@ def _gone(pid: int) -> bool:
             return f.read().rsplit(b")", 1)[1].split()[0] in (b"Z", b"X")
     except OSError:
         return True
-
-
-def _exits(pid: int, timeout: float) -> bool:
-    """Wait until process `pid` exits (its pidfd turns readable); False after `timeout`."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
 
 
 @pytest.mark.timeout(60)

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import errno
 import os
-import select
 import signal
 import time
 from collections.abc import Iterator
@@ -24,6 +23,7 @@ from monarch._src.rdma import transfer, vm
 from monarch._src.supervision.errors import SupervisionError
 from monarch.actor import this_host
 from monarch.rdma import RDMABuffer
+from tests.pidwait import exits
 from tests.rdma.actors import Owner
 
 pytestmark = pytest.mark.filterwarnings("ignore::monarch.rdma.RDMATcpFallbackWarning")
@@ -43,19 +43,6 @@ def owner_proc() -> Iterator[tuple[Any, Any, int]]:
         procs.stop().get(timeout=T)
 
 
-def wait_gone(pid: int) -> None:
-    """Return once process `pid` has exited (its pidfd turns readable then)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return
-    try:
-        ready, _, _ = select.select([fd], [], [], T)
-        assert ready, f"process {pid} did not exit within {T}s of SIGKILL"
-    finally:
-        os.close(fd)
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("plane", PLANES)
@@ -68,7 +55,8 @@ def test_transfer_to_killed_owner_raises_supervision_error(
         dst = torch.empty(4096, dtype=torch.uint8)
         buf.read_into(dst).get(timeout=T)
         os.kill(pid, signal.SIGKILL)
-        wait_gone(pid)  # a killed process reads as before until the kernel has taken its memory
+        # A killed process reads as before until the kernel has taken its memory.
+        assert exits(pid, T), f"process {pid} did not exit within {T}s of SIGKILL"
         started = time.monotonic()
         with pytest.raises(SupervisionError, match=r"owner of RDMABuffer .* is gone"):
             buf.read_into(dst, timeout=T).get(timeout=T + 5)
