@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -154,6 +155,8 @@ def apply_cpu_adaptations() -> None:
     from torch.distributed.fsdp._fully_shard import _fsdp_collectives
 
     torch._dynamo.config.disable = True
+    # ...and then FlexAttention warns on every rank that it runs unfused: expected here.
+    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
     # torchtitan calls `torch.distributed.set_timeout(timeout, group)` after the first step;
