@@ -11,7 +11,8 @@ over all ranks (the same on every rank). Every record is printed as one `titan-s
 line on stdout (what `monarch exec` forwards to the controller, prefixed with the rank), and
 given to every listener registered in this process with `add_listener` (what `TitanReporter`
 uses to push records to the controller's actor when the script runs in-process under
-`monarch.spmd`). `parse_line` reads a printed record back.
+`monarch.spmd`). `parse_line` reads a printed record back; run as a script, this module reads such output on
+stdin (e.g. piped from `monarch exec`) and prints one short line per record.
 
 This module imports neither torch nor monarch: the controller imports it too.
 """
@@ -70,3 +71,10 @@ def format_record(record: Record) -> str:
         f"(global {record['global_avg_loss']:.4f}) {record['step_s']:.2f} s "
         f"{record['rss_peak_gib']:.2f} GiB"
     )
+
+
+if __name__ == "__main__":
+    for text in sys.stdin:
+        found = parse_line(text)
+        if found is not None:
+            print(format_record(found), flush=True)
