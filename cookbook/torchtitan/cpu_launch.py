@@ -17,7 +17,8 @@ is made (`apply_cpu_adaptations`). It then:
 * calls `torchtitan.train.main()`.
 
 It can be run in-process more than once (the monarch.spmd path runs it in a long-lived proc):
-every adaptation is applied once and is harmless to re-apply.
+the adaptations are applied once per process, by the importable `cookbook.torchtitan.cpu_launch`
+module (the `__main__` block defers to it).
 """
 
 from __future__ import annotations
@@ -291,4 +292,8 @@ def main(args: Sequence[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # Run through the importable module, not this `__main__` copy: runpy gives every in-process
+    # run (monarch.spmd) fresh globals, and the adaptations must be applied once per process.
+    from cookbook.torchtitan import cpu_launch
+
+    cpu_launch.main()

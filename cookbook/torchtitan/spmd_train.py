@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import threading
 from pathlib import Path
@@ -127,8 +128,23 @@ def main(argv: Sequence[str] | None = None) -> list[step_reports.Record]:
         procs.stop().get()
         if job is not None:
             job.kill()
-    print(f"{len(records)} step records from {len({r['rank'] for r in records})} ranks")
+    print(summary(records))
     return records
+
+
+def summary(records: Sequence[step_reports.Record]) -> str:
+    """Per rank: median step time after the first step (which includes start-up) and peak RSS."""
+    lines = [f"{len(records)} step records from {len({r['rank'] for r in records})} ranks"]
+    for rank in sorted({r["rank"] for r in records}):
+        mine = sorted((r for r in records if r["rank"] == rank), key=lambda r: r["step"])
+        times = sorted(r["step_s"] for r in mine[1:]) or [mine[0]["step_s"]]
+        lines.append(
+            f"rank {rank}: median {statistics.median(times):.2f} s/step over steps "
+            f"{mine[1]['step'] if len(mine) > 1 else mine[0]['step']}-{mine[-1]['step']}, "
+            f"peak RSS {max(r['rss_peak_gib'] for r in mine):.2f} GiB, "
+            f"loss {mine[0]['loss']:.3f} -> {mine[-1]['loss']:.3f}"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
