@@ -245,6 +245,7 @@ def _install_step_hook() -> None:
         now = time.perf_counter()
         step_reports.publish({
             "rank": int(os.environ.get("RANK", "0")),
+            "pid": os.getpid(),
             "step": int(step),
             "loss": local["loss"],
             "global_avg_loss": float(global_avg_loss),

@@ -22,7 +22,6 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,21 +42,20 @@ class LossCollector(Actor):
     def __init__(self, quiet: bool = False) -> None:
         self._records: list[step_reports.Record] = []
         self._quiet = quiet
-        self._changed = threading.Condition()
 
     @endpoint
     def record(self, record: step_reports.Record) -> None:
+        self._keep(record)
+
+    def _keep(self, record: step_reports.Record) -> None:
         if not self._quiet:
             print(step_reports.format_record(record), flush=True)
-        with self._changed:
-            self._records.append(record)
-            self._changed.notify_all()
+        self._records.append(record)
 
     @endpoint
     def records(self) -> list[step_reports.Record]:
         """Every record received so far, in arrival order."""
-        with self._changed:
-            return list(self._records)
+        return list(self._records)
 
 
 class TitanReporter(Actor):

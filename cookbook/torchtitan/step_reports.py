@@ -3,7 +3,7 @@
 The launcher's hook on torchtitan's metrics calls `publish(record)` once per logged step. A
 record is a plain dict (picklable, JSON-able):
 
-    {"rank": 0, "step": 3, "loss": 7.41, "global_avg_loss": 7.43, "grad_norm": 1.9,
+    {"rank": 0, "pid": 4242, "step": 3, "loss": 7.41, "global_avg_loss": 7.43, "grad_norm": 1.9,
      "step_s": 2.8, "rss_peak_gib": 0.98}
 
 `loss` is this rank's own mean loss over its tokens, `global_avg_loss` torchtitan's average
