@@ -5,6 +5,10 @@ two ranks run `cpu_launch.py` in-process through `monarch.spmd`, and each pushes
 records to a `LossCollector` actor here. Run 1 trains steps 1-2 and writes torchtitan's
 checkpoint at step 2; run 2 asks for 3 steps on the same dump folder, so torchtitan loads the
 step-2 checkpoint and trains step 3 only.
+
+The fault-tolerance test runs `cookbook/torchtitan/fault_tolerance.py`: rank 1 is SIGKILLed
+after step 3, the supervisor's `__supervise__` ends that generation and a new mesh resumes from
+the step-2 checkpoint to step 4, repeating step 3 with the same losses.
 """
 
 from __future__ import annotations
@@ -64,3 +68,34 @@ def test_debug_model_trains_on_2x1_reports_every_rank_and_resumes(
         assert mean == pytest.approx(ranks[0]["global_avg_loss"], rel=1e-4)
     # The curve continues from the checkpoint rather than restarting from a fresh model.
     assert steps[3][0]["global_avg_loss"] < steps[1][0]["global_avg_loss"] - 0.3
+
+
+def test_sigkilled_rank_restarts_from_checkpoint_and_the_curve_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cookbook.torchtitan import fault_tolerance
+
+    monkeypatch.setenv("MONARCH_TITAN_ASSETS", str(tmp_path / "assets"))
+    # Small shapes keep the two generations short; checkpoint at step 2, kill after step 3.
+    out = fault_tolerance.main([
+        "--steps", "4", "--kill-at-step", "3", "--kill-rank", "1",
+        "--checkpoint-interval", "2", "--dump-folder", str(tmp_path / "run"),
+        "--training.seq_len", "128", "--training.local_batch_size", "2",
+    ])
+    assert out["generations"] == 2 and out["failures"], out
+    assert out["resumed_at_step"] == 3 and out["recovery_s"] > 0
+    records = out["records"]
+    assert all(math.isfinite(r["loss"]) for r in records)
+    first_pids = {r["pid"] for r in records if r["step"] == 1}
+    assert out["killed"]["pid"] in first_pids
+    first = {(r["rank"], r["step"]): r for r in records if r["pid"] in first_pids}
+    second = {(r["rank"], r["step"]): r for r in records if r["pid"] not in first_pids}
+    assert {(1, 1), (1, 2), (1, 3)} <= set(first)
+    # The new generation resumed after the step-2 checkpoint and reached the target.
+    assert sorted(second) == [(0, 3), (0, 4), (1, 3), (1, 4)]
+    # Same model, optimizer and data position: the repeated step 3 has the same losses.
+    for rank in (0, 1):
+        if (rank, 3) in first:
+            assert second[rank, 3]["loss"] == pytest.approx(first[rank, 3]["loss"], rel=1e-4)
+    assert second[1, 3]["global_avg_loss"] == pytest.approx(
+        first[1, 3]["global_avg_loss"], rel=1e-4)
