@@ -33,20 +33,23 @@ BOS, EOS = "<|begin_of_text|>", "<|end_of_text|>"
 N_DOCUMENTS = 2000
 SEED = 18
 
-_NOUNS = (
-    "actor mesh proc host tensor gradient model layer token batch step rank worker buffer "
-    "checkpoint optimizer river mountain city garden teacher student engine signal market "
-    "library window letter forest island planet bridge"
-).split()
-_ADJECTIVES = (
-    "small large quiet busy distant bright careful sharded local remote ancient modern "
-    "green heavy quick patient"
-).split()
-_VERBS = (
-    "sends receives trains follows watches restarts measures writes reads copies builds "
-    "reduces gathers visits"
-).split()
-_ADVERBS = "slowly quickly again together carefully twice".split()
+_NOUNS = [
+    "actor", "mesh", "proc", "host", "tensor", "gradient", "model", "layer", "token", "batch",
+    "step", "rank", "worker", "buffer", "checkpoint", "optimizer", "river", "mountain", "city",
+    "garden", "teacher", "student", "engine", "signal", "market", "library", "window", "letter",
+    "forest", "island", "planet", "bridge",
+]
+_ADJECTIVES = [
+    "small", "large", "quiet", "busy", "distant", "bright", "careful", "sharded", "local",
+    "remote", "ancient", "modern", "green", "heavy", "quick", "patient",
+]
+_VERBS = [
+    "sends", "receives", "trains", "follows", "watches", "restarts", "measures", "writes", "reads",
+    "copies", "builds", "reduces", "gathers", "visits",
+]
+_ADVERBS = [
+    "slowly", "quickly", "again", "together", "carefully", "twice",
+]
 
 
 def default_assets_dir() -> Path:
@@ -108,8 +111,7 @@ def _write_tokenizer(directory: Path, texts: list[str]) -> None:
 def _write_dataset(directory: Path, texts: list[str]) -> None:
     directory.mkdir(parents=True)
     with open(directory / "train.jsonl", "w") as f:
-        for text in texts:
-            f.write(json.dumps({"text": text}) + "\n")
+        f.writelines(json.dumps({"text": text}) + "\n" for text in texts)
 
 
 def ensure_assets(directory: str | os.PathLike[str] | None = None) -> Path:

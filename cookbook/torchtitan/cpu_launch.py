@@ -27,16 +27,17 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 if __package__ in (None, ""):
     # Run as a file: make `cookbook.torchtitan` importable under the same name the controller
     # uses, so in-process listeners and this hook share one `step_reports` module.
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from cookbook.torchtitan import step_reports  # noqa: E402
-from cookbook.torchtitan.assets import ensure_assets  # noqa: E402
+from cookbook.torchtitan import step_reports
+from cookbook.torchtitan.assets import ensure_assets
 
 # The one list of defaults: torchtitan's llama3 debug model (6 layers, dim 256, vocab 2048),
 # shaped for two CPU ranks. Callers append their own arguments, which win.

@@ -30,13 +30,16 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from monarch.actor import (  # noqa: E402
+from cookbook.torchtitan import step_reports
+from cookbook.torchtitan.spmd_train import LAUNCHER, LossCollector, TitanReporter
+from monarch.actor import (
     Actor,
     MeshFailure,
     concurrent_endpoint,
@@ -44,10 +47,7 @@ from monarch.actor import (  # noqa: E402
     this_host,
     this_proc,
 )
-from monarch.spmd import SPMDActor  # noqa: E402
-
-from cookbook.torchtitan import step_reports  # noqa: E402
-from cookbook.torchtitan.spmd_train import LAUNCHER, LossCollector, TitanReporter  # noqa: E402
+from monarch.spmd import SPMDActor
 
 
 class ChaosCollector(LossCollector):
@@ -127,7 +127,8 @@ class TitanSupervisor(Actor):
             spmd = procs.spawn(f"titan_spmd_g{gen}", SPMDActor)
             first = spmd.slice(**{label: 0 for label in procs.sizes})
             addr, port = await first.get_host_port.call_one(None)
-            run = asyncio.ensure_future(_awaited(spmd.main.call(addr, port, [LAUNCHER, *self._args])))
+            argv = [LAUNCHER, *self._args]
+            run = asyncio.ensure_future(_awaited(spmd.main.call(addr, port, argv)))
             failure = asyncio.ensure_future(failed.wait())
             await asyncio.wait({run, failure}, return_when=asyncio.FIRST_COMPLETED)
             if run.done() and run.exception() is None:

@@ -22,16 +22,16 @@ import argparse
 import os
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from monarch.actor import Actor, ProcMesh, endpoint, this_host, this_proc  # noqa: E402
-from monarch.spmd import SPMDActor  # noqa: E402
-
-from cookbook.torchtitan import step_reports  # noqa: E402
+from cookbook.torchtitan import step_reports
+from monarch.actor import Actor, ProcMesh, endpoint, this_host, this_proc
+from monarch.spmd import SPMDActor
 
 LAUNCHER = str(Path(__file__).resolve().with_name("cpu_launch.py"))
 

@@ -11,8 +11,8 @@ over all ranks (the same on every rank). Every record is printed as one `titan-s
 line on stdout (what `monarch exec` forwards to the controller, prefixed with the rank), and
 given to every listener registered in this process with `add_listener` (what `TitanReporter`
 uses to push records to the controller's actor when the script runs in-process under
-`monarch.spmd`). `parse_line` reads a printed record back; run as a script, this module reads such output on
-stdin (e.g. piped from `monarch exec`) and prints one short line per record.
+`monarch.spmd`). `parse_line` reads a printed record back; run as a script, this module reads
+such output on stdin (e.g. piped from `monarch exec`) and prints one short line per record.
 
 This module imports neither torch nor monarch: the controller imports it too.
 """
@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Record = dict[str, Any]
 PREFIX = "titan-step "

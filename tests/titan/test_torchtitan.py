@@ -35,9 +35,8 @@ def _by_step(records: list[dict[str, Any]]) -> dict[int, dict[int, dict[str, Any
 def test_debug_model_trains_on_2x1_reports_every_rank_and_resumes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from monarch.actor import this_host, this_proc
-
     from cookbook.torchtitan.spmd_train import LossCollector, train
+    from monarch.actor import this_host, this_proc
 
     # Procs inherit the controller's environment: the launcher builds its assets here.
     monkeypatch.setenv("MONARCH_TITAN_ASSETS", str(tmp_path / "assets"))
