@@ -98,3 +98,42 @@ def test_sigkilled_rank_restarts_from_checkpoint_and_the_curve_continues(
             assert second[rank, 3]["loss"] == pytest.approx(first[rank, 3]["loss"], rel=1e-4)
     assert second[1, 3]["global_avg_loss"] == pytest.approx(
         first[1, 3]["global_avg_loss"], rel=1e-4)
+
+
+def test_monarch_apply_and_exec_train_on_two_hosts_2x2(tmp_path: Path) -> None:
+    """`monarch apply jobs.py:job_2x2` + `monarch exec --per-host gpus=2 -- python
+    cpu_launch.py`: four ranks over two local hosts, each rank's step lines at the controller."""
+    import os
+    import subprocess
+    import sys
+
+    from cookbook.torchtitan import step_reports
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "MONARCH_TITAN_ASSETS": str(tmp_path / "assets"),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    monarch = [sys.executable, "-m", "monarch.tools.cli"]
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*monarch, *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=150, check=False)
+
+    applied = run("apply", f"{root}/cookbook/torchtitan/jobs.py:job_2x2")
+    assert applied.returncode == 0, applied.stderr[-2000:]
+    try:
+        done = run("exec", "--per-host", "gpus=2", "--", sys.executable,
+                   str(root / "cookbook" / "torchtitan" / "cpu_launch.py"),
+                   "--training.steps", "2", "--training.seq_len", "128",
+                   "--training.local_batch_size", "2", "--dump_folder", str(tmp_path / "run"))
+    finally:
+        run("kill")
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    records = [r for line in done.stdout.splitlines()
+               if (r := step_reports.parse_line(line)) is not None]
+    steps = _by_step(records)
+    assert sorted(steps) == [1, 2]
+    for ranks in steps.values():
+        assert sorted(ranks) == [0, 1, 2, 3]
+        assert all(math.isfinite(r["loss"]) for r in ranks.values())
+        mean = sum(r["loss"] for r in ranks.values()) / 4
+        assert mean == pytest.approx(ranks[0]["global_avg_loss"], rel=1e-4)
