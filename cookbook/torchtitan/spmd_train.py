@@ -19,6 +19,7 @@ that dies simply stops sending (its death is a supervision event, see fault_tole
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -89,8 +90,12 @@ def train(procs: ProcMesh, titan_args: Sequence[str], collector: Any) -> None:
     addr, port = first.get_host_port.call_one(None).get()
     try:
         spmd.main.call(addr, port, [LAUNCHER, *titan_args]).get()
-    finally:
-        reporters.detach.call().get()
+    except BaseException:
+        # A dead rank cannot detach; the training error is the one to raise.
+        with contextlib.suppress(Exception):
+            reporters.detach.call().get()
+        raise
+    reporters.detach.call().get()
 
 
 def make_procs(mesh: str) -> tuple[ProcMesh, Any]:
