@@ -1,103 +1,142 @@
 """Validate the simulator against the real tensor engine on this machine; prints JSON.
 
-1. Time: a small MLP training step (forward, hand-written backward, gradients averaged with
-   `reduce`, SGD update, loss fetched) runs on a real 2-proc CPU mesh; the step time is the
-   median of several steps after warm-up. The same step runs against `Simulator(1, 2,
-   profile="cpu")`; the predicted step time is the median of its iterations. Calibration,
-   measurement and prediction run back to back, `--rounds` times; the figure is the median
-   ratio. The first round's real run is also recorded and replayed standalone.
-2. Memory: a program whose allocations are known by hand (views, in-place ops, frees) runs on
-   the simulator; its predicted peak must equal the hand count exactly.
+Three training steps unlike the calibration probe (`simval_models.py`: an MLP, a pre-norm
+transformer block, a small conv net; each forward, autograd backward, gradients averaged with
+`reduce`, SGD in place, loss fetched), each at two batch sizes, run on a real 2-proc CPU mesh
+and on `Simulator(1, 2)` under two profiles:
 
-Usage: .venv/bin/python benchmarks/simulator_validation.py [--steps N] [--warmup N]
+* `engine_profile(procs)`: calibrated through the real engine on the same procs;
+* `"cpu"`: the procs-free profile (child processes micro-benchmark this machine).
+
+Both calibrations use their own probe (odd-shaped `mm`, `add`, `mul`, all-reduces) and share no
+operator or shape with the models. Per round, both profiles are calibrated afresh and then every
+(model, batch) case is measured and predicted back to back, so calibration and measurement see
+the same load; the rounds interleave the cases, and every figure is a median over steps and
+then over rounds.
+
+Time: the median wall time of a step (after warm-up) on the real mesh against the median
+simulated iteration. Memory: the peak bytes of live storages on a worker during one step, read
+from the real workers by a remote function that sums the distinct storages of the worker's
+values after every command, against the simulator's peak of the same step. A hand-counted
+program also checks the memory model exactly.
+
+Usage: .venv/bin/python benchmarks/simulator_validation.py [--rounds N] [--steps N]
+       [--warmup N] [--size full|tiny] [--models mlp,transformer,convnet]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import statistics
-import tempfile
+import sys
 import time
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
-import torch
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-BATCH, D_IN, D_HID, D_OUT = 32, 256, 256, 64
-LR = 0.01
-DIM = "gpus"  # the real mesh's dimension
+import torch  # noqa: E402
 
+from simval_models import MODELS, SIZES, train_step  # noqa: E402
 
-def mlp_step(params: dict[str, Any], fetch: Any, dim: str) -> Any:
-    """One data-parallel training step on the active mesh; returns the fetched loss tensor."""
-    w1, w2 = params["w1"], params["w2"]
-    x = torch.randn(BATCH, D_IN)
-    y = torch.randn(BATCH, D_OUT)
-    h = torch.relu(x @ w1)
-    out = h @ w2
-    diff = out - y
-    loss = (diff * diff).mean()
-    dout = diff * (2.0 / diff.numel())
-    gw2 = h.t() @ dout
-    dh = (dout @ w2.t()) * (h > 0)
-    gw1 = x.t() @ dh
-    gw1 = gw1.reduce(dim, reduction="avg")
-    gw2 = gw2.reduce(dim, reduction="avg")
-    w1.sub_(gw1 * LR)
-    w2.sub_(gw2 * LR)
-    return fetch(loss)  # the sync point of the step (a local tensor)
+DIM = "gpus"  # the real mesh's dimension; the simulated mesh's is "gpu"
+TARGET = 0.30  # the median predicted/measured must be within this of 1
 
 
 def _fetch(t: Any) -> Any:
     from monarch._src.tensor.fetch import fetch_shard
 
-    return fetch_shard(t).result(timeout=60)
+    return fetch_shard(t).result(timeout=120)
 
 
-def measure_real(procs: Any, steps: int, warmup: int, history_path: str | None) -> list[float]:
-    """Real step times (seconds) on the 2-proc CPU mesh `procs`, recording the command stream
-    to `history_path` when given."""
+def _memory_probe() -> tuple[Callable[[], None], Callable[[], Any]]:
+    """Two functions for the real workers (sent by value): `start()` wraps the worker's
+    command execution to track the peak of live storage bytes from now on; `stop()` unwraps it
+    and returns the peak as a 1-element int64 tensor."""
+
+    def live_bytes(state: Any) -> int:
+        seen, total = set(), 0
+        for value in state.values.values():
+            if isinstance(value, torch.Tensor):
+                storage = value.untyped_storage()
+                if storage.data_ptr() not in seen:
+                    seen.add(storage.data_ptr())
+                    total += storage.nbytes()
+        return total
+
+    def start() -> None:
+        from monarch._src.tensor.worker import current_state
+
+        state = current_state()
+        state.__dict__.pop("_execute", None)
+        plain = state._execute
+        box = {"peak": live_bytes(state)}
+
+        def execute(cmd: Any) -> None:
+            plain(cmd)
+            box["peak"] = max(box["peak"], live_bytes(state))
+
+        execute.box = box  # type: ignore[attr-defined]
+        state._execute = execute
+
+    def stop() -> Any:
+        from monarch._src.tensor.worker import current_state
+
+        state = current_state()
+        box = state.__dict__.pop("_execute").box
+        return torch.tensor([box["peak"]], dtype=torch.int64)
+
+    return start, stop
+
+
+def measure_real(procs: Any, model: Any, cfg: dict[str, int], batch: int, steps: int,
+                 warmup: int) -> tuple[list[float], int]:
+    """Real step times (seconds) and the peak live bytes of one step on worker 0."""
     from monarch import remote
-    from monarch._src.simulator.calibrate import threads_per_worker
-    from monarch.simulator import record
 
+    start, stop = _memory_probe()
     times = []
     with procs.activate():
-        # Each worker uses its share of the cores as intra-op threads, as the CPU profile
-        # assumes (see monarch._src.simulator.calibrate.threads_per_worker): oversubscribed
-        # thread pools make operators wait at barriers for descheduled threads.
-        threads = threads_per_worker(2, os.cpu_count() or 1)
-        remote("torch.set_num_threads", propagate=lambda n: None)(threads)
-        params = {"w1": torch.randn(D_IN, D_HID) * 0.05, "w2": torch.randn(D_HID, D_OUT) * 0.05}
+        params = model.init(cfg)
         for _ in range(warmup):
-            mlp_step(params, _fetch, DIM)
-        recording = record(procs, history_path) if history_path else contextlib.nullcontext()
-        with recording as rec:
-            for _ in range(steps):
-                t0 = time.perf_counter()
-                mlp_step(params, _fetch, DIM)
-                times.append(time.perf_counter() - t0)
-                if rec is not None:
-                    rec.step()
-    return times
+            train_step(model, params, batch, cfg, DIM, _fetch)
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            train_step(model, params, batch, cfg, DIM, _fetch)
+            times.append(time.perf_counter() - t0)
+        remote(start, propagate=lambda: None)()
+        train_step(model, params, batch, cfg, DIM, _fetch)
+        peak = _fetch(remote(stop, propagate=lambda: torch.zeros(1, dtype=torch.int64))())
+        del params
+    return times, int(peak[0])  # outside activate(): a local tensor
 
 
-def simulate(steps: int, warmup: int, profile: Any = "cpu") -> tuple[list[float], Any]:
-    """Predicted step times (seconds) of the same program under a CPU profile."""
+def simulate(model: Any, cfg: dict[str, int], batch: int, steps: int, warmup: int,
+             profile: Any) -> tuple[list[float], int, Any]:
+    """Predicted step times, the predicted peak bytes of a step, and the simulator."""
     from monarch.simulator import Simulator
 
     sim = Simulator(1, 2, profile=profile, simulate_mode="simulate_with_report_only")
-    mesh = sim.mesh
-    with mesh.activate():
-        params = {"w1": torch.randn(D_IN, D_HID) * 0.05, "w2": torch.randn(D_HID, D_OUT) * 0.05}
+    with sim.mesh.activate():
+        params = model.init(cfg)
         sim.step()
         for _ in range(warmup + steps):
-            mlp_step(params, _fetch, "gpu")  # the simulated mesh's dims are (host, gpu)
+            train_step(model, params, batch, cfg, "gpu", _fetch)
             sim.step()
-    mesh.exit()
-    return [it.time for it in sim.iterations[1 + warmup:]], sim
+        del params
+    sim.mesh.exit()
+    its = sim.iterations[1 + warmup:]
+    return [it.time for it in its], max(it.peak_bytes for it in its), sim
+
+
+def per_op_breakdown(sim: Any, rank: int = 0) -> dict[str, float]:
+    """Simulated device seconds of one worker by operator name (for finding mis-predictions)."""
+    totals: dict[str, float] = {}
+    for task in sim.tasks(rank):
+        totals[task.name] = totals.get(task.name, 0.0) + (task.end - task.start)
+    return dict(sorted(totals.items(), key=lambda kv: -kv[1]))
 
 
 def memory_check() -> dict[str, Any]:
@@ -127,19 +166,19 @@ def memory_check() -> dict[str, Any]:
         del e
         del a, c, d
     sim.mesh.exit()
-    expected = {"peak": 4 * mib, "after_all_deletes": 0}
     predicted = max(sim.peak_memory().values())
     final = [w.live for w in sim.session.model.workers]
-    return {"predicted_peak_bytes": predicted, "known_peak_bytes": expected["peak"],
-            "exact": predicted == expected["peak"] and final == [0, 0],
-            "final_live_bytes": final}
+    return {"predicted_peak_bytes": predicted, "known_peak_bytes": 4 * mib,
+            "exact": predicted == 4 * mib and final == [0, 0], "final_live_bytes": final}
 
 
 def _describe(profile: Any) -> dict[str, float]:
     return {
         "matmul_gflops_f32": profile.matmul_rate("float32") / 1e9,
         "small_matmul_gflops": (profile.small_matmul or (0, 0))[1] / 1e9,
+        "elementwise_gflops": profile.elementwise_flops / 1e9,
         "memory_gbps": profile.memory_bandwidth / 1e9,
+        "op_overhead_us": profile.op_overhead * 1e6,
         "worker_overhead_us": profile.worker_overhead * 1e6,
         "message_latency_us": profile.message_latency * 1e6,
         "gloo_step_latency_us": (profile.collective_latency or 0) * 1e6,
@@ -147,68 +186,118 @@ def _describe(profile: Any) -> dict[str, float]:
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=15)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="calibrate, measure and predict this many times, back to back")
-    args = parser.parse_args()
+def validate(rounds: int, steps: int, warmup: int, size: str = "full",
+             models: list[str] | None = None, breakdown: bool = False) -> dict[str, Any]:
+    """Run the validation (see the module docstring); returns the report."""
     from monarch import remote
     from monarch._src.simulator.calibrate import engine_profile, threads_per_worker
+    from monarch._src.simulator.profiles import cpu_profile
     from monarch.actor import this_host
-    from monarch.simulator import replay
 
-    rounds = []
+    names = models or list(MODELS)
+    cases = [(n, b) for n in names for b in SIZES[size][n][1]]
+    samples: dict[tuple[str, int], list[dict[str, Any]]] = {c: [] for c in cases}
+    calibrations = []
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for r in range(args.rounds):
-                # Calibration, measurement and prediction in one window of time: the machine's
-                # load changes by an order of magnitude from minute to minute.
-                load = os.getloadavg()[0]
-                with procs.activate():
-                    threads = threads_per_worker(2, os.cpu_count() or 1)
-                    remote("torch.set_num_threads", propagate=lambda n: None)(threads)
-                profile = engine_profile(procs)
-                history = f"{tmp}/mlp_history.pkl" if r == 0 else None
-                real = measure_real(procs, args.steps, args.warmup, history)
-                predicted, _ = simulate(args.steps, args.warmup, profile)
-                real_med, pred_med = statistics.median(real), statistics.median(predicted)
-                entry: dict[str, Any] = {
-                    "load_average_1min": load,
-                    "measured_step_s": real_med,
-                    "predicted_step_s": pred_med,
-                    "ratio": pred_med / real_med,
-                }
-                if history:
-                    # The stand-alone micro-benchmark profile (no engine), and the replay of
-                    # the recorded real run.
-                    cpu_pred, _ = simulate(args.steps, args.warmup, "cpu")
-                    entry["predicted_step_s_cpu_microbenchmark_profile"] = statistics.median(
-                        cpu_pred)
-                    entry["ratio_cpu_microbenchmark_profile"] = (
-                        statistics.median(cpu_pred) / real_med)
-                    replayed = [it.time for it in replay(history, profile=profile).iterations]
-                    entry["replayed_step_s"] = statistics.median(replayed)
-                entry.update({
-                    "measured_steps_s": [round(x, 6) for x in real],
-                    "predicted_steps_s": [round(x, 6) for x in predicted],
-                    "engine_profile": _describe(profile),
-                })
-                rounds.append(entry)
+        with procs.activate():
+            # Each worker uses its share of the cores as intra-op threads, as the CPU
+            # profiles assume (see calibrate.threads_per_worker).
+            threads = threads_per_worker(2, os.cpu_count() or 1)
+            remote("torch.set_num_threads", propagate=lambda n: None)(threads)
+        for r in range(rounds):
+            load = os.getloadavg()[0]
+            profiles = {"engine": engine_profile(procs),
+                        "cpu": cpu_profile(refresh=True, workers=2)}
+            calibrations.append({"round": r, "load_average_1min": load,
+                                 **{k: _describe(p) for k, p in profiles.items()}})
+            order = cases if r % 2 == 0 else cases[::-1]  # interleave against drift
+            for name, batch in order:
+                model = MODELS[name]
+                cfg = SIZES[size][name][0]
+                real, real_peak = measure_real(procs, model, cfg, batch, steps, warmup)
+                entry: dict[str, Any] = {"round": r, "load_average_1min": os.getloadavg()[0],
+                                         "measured_step_s": statistics.median(real),
+                                         "measured_peak_bytes": real_peak}
+                for key, profile in profiles.items():
+                    predicted, peak, sim = simulate(model, cfg, batch, steps, warmup, profile)
+                    entry[f"predicted_step_s_{key}"] = statistics.median(predicted)
+                    entry[f"predicted_peak_bytes_{key}"] = peak
+                    if breakdown and r == 0:
+                        entry[f"per_op_s_{key}"] = {
+                            k: round(v, 7) for k, v in list(per_op_breakdown(sim).items())[:12]}
+                samples[(name, batch)].append(entry)
     finally:
         procs.stop().get(timeout=60)
-    ratio = statistics.median(r["ratio"] for r in rounds)
-    out = {
-        "step": f"MLP {BATCH}x{D_IN}->{D_HID}->{D_OUT}, 2 CPU procs, reduce(avg) of grads, "
-                "fetch of loss",
-        "median_ratio_predicted_over_measured": ratio,
-        "within_30_percent": abs(ratio - 1) <= 0.30,
-        "rounds": rounds,
-        "memory": memory_check(),
+    return _summarise(cases, samples, calibrations, size, steps, warmup)
+
+
+def _summarise(cases: list[tuple[str, int]], samples: dict[tuple[str, int], Any],
+               calibrations: list[Any], size: str, steps: int, warmup: int) -> dict[str, Any]:
+    out_cases = []
+    ratios: dict[str, list[float]] = {}
+    for name, batch in cases:
+        rows = samples[(name, batch)]
+        cfg = SIZES[size][name][0]
+        measured = statistics.median(r["measured_step_s"] for r in rows)
+        measured_peak = statistics.median(r["measured_peak_bytes"] for r in rows)
+        case: dict[str, Any] = {"model": name, "batch": batch,
+                                "what": MODELS[name].describe(cfg, batch),
+                                "measured_step_s": measured,
+                                "measured_peak_bytes": measured_peak}
+        for key in ("engine", "cpu"):
+            # Per round, predicted over measured (same load), then the median over rounds.
+            t = statistics.median(r[f"predicted_step_s_{key}"] / r["measured_step_s"]
+                                  for r in rows)
+            m = statistics.median(r[f"predicted_peak_bytes_{key}"] / r["measured_peak_bytes"]
+                                  for r in rows)
+            case[key] = {
+                "predicted_step_s": statistics.median(r[f"predicted_step_s_{key}"] for r in rows),
+                "time_ratio": t,
+                "predicted_peak_bytes": statistics.median(
+                    r[f"predicted_peak_bytes_{key}"] for r in rows),
+                "memory_ratio": m,
+            }
+            ratios.setdefault(f"{key}_time", []).append(t)
+            ratios.setdefault(f"{key}_memory", []).append(m)
+            if f"per_op_s_{key}" in rows[0]:
+                case[key]["per_op_s_round0"] = rows[0][f"per_op_s_{key}"]
+        case["rounds"] = [{k: v for k, v in r.items() if not k.startswith("per_op")}
+                          for r in rows]
+        out_cases.append(case)
+    summary = {}
+    for key, values in ratios.items():
+        med = statistics.median(values)
+        summary[key] = {"median_ratio": med, "min": min(values), "max": max(values),
+                        "within_30_percent": abs(med - 1) <= TARGET}
+    return {
+        "setup": f"2 CPU procs (1 host), size {size!r}, {warmup} warm-up + {steps} timed "
+                 "steps per case and round; ratio = predicted / measured",
+        "summary": summary,
+        "cases": out_cases,
+        "calibrations": calibrations,
+        "memory_hand_count": memory_check(),
     }
-    print(json.dumps(out, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="calibrate, then measure and predict every case, this many times")
+    parser.add_argument("--steps", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--size", choices=sorted(SIZES), default="full")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated subset of {list(MODELS)}")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="add the first round's simulated seconds per operator")
+    args = parser.parse_args()
+    models = [m for m in args.models.split(",") if m]
+    unknown = set(models) - set(MODELS)
+    if unknown:
+        parser.error(f"unknown model(s) {sorted(unknown)}; choose from {list(MODELS)}")
+    report = validate(args.rounds, args.steps, args.warmup, args.size, models, args.breakdown)
+    print(json.dumps(report, indent=2))
 
 
 if __name__ == "__main__":

@@ -331,6 +331,10 @@ class SimulationModel:
             arrive = max(max(issued[w.rank], w.stream_free(cmd.stream),
                              w.inputs_ready((cmd.src,))) for w in members)
             duration = self.comm.collective_time(kind, size, tuple(group))
+            if len(group) > 1:
+                # The engine's members first agree whether any input failed (a one-element
+                # int64 MAX all-reduce, see tensor/collective_exec.run_reduce).
+                duration += self.comm.collective_time("all_reduce", 8, tuple(group))
             if cmd.reduction == "avg":
                 duration += out_bytes * 2 / p.memory_bandwidth
             duration += p.op_overhead

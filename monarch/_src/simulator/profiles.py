@@ -132,26 +132,6 @@ _cpu_cache: dict[int, DeviceProfile] = {}  # workers -> measured profile
 _cpu_lock = threading.Lock()
 
 
-def _measure_worker_overhead(n: int = 200) -> float:
-    """Seconds the real tensor-engine worker spends per command beyond the operator itself."""
-    import torch
-
-    from monarch._src.tensor.commands import CallOp, OpMeta, Ref, TensorMeta
-    from monarch._src.tensor.worker import WorkerState
-
-    state = WorkerState("calibration", 0, 1, ("127.0.0.1", 1), 1.0)
-    x = torch.ones(4)
-    state.values[1] = x
-    meta = OpMeta("aten::add.Tensor", (TensorMeta((4,), "torch.float32", "cpu"),) * 2,
-                  (TensorMeta((4,), "torch.float32", "cpu"),))
-    cmds = [CallOp(i, None, "main", "aten::add.Tensor", (Ref(1), Ref(1)), {}, (1,), (2,), meta)
-            for i in range(n)]
-    through_worker = _median(lambda: state.run(cmds), 5) / n
-    op = torch.ops.aten.add.Tensor
-    direct = _median(lambda: [op(x, x) for _ in range(n)], 5) / n
-    return max(through_worker - direct, 0.0)
-
-
 def _measure_command_overhead(n: int = 200) -> tuple[float, float, float]:
     """Pickling a batch on the controller (fixed per batch, per command) and unpickling it on
     a worker (per command)."""
@@ -214,12 +194,14 @@ def cpu_profile(refresh: bool = False, workers: int = 1) -> DeviceProfile:
             n = workers
             extra["collective_latency"] = small_t / (2 * (n - 1))
             moved = 2 * (n - 1) / n * runs[0]["allreduce_big_bytes"]
-            extra["collective_bandwidth"] = moved / max(big_t - small_t, 1e-9)
+            spread = big_t - small_t  # the 1 MB all-reduce's extra time: its bandwidth term
+            if spread > 1e-6:  # otherwise lost in the noise: the CommModel default
+                extra["collective_bandwidth"] = moved / spread
             # A monarch message crosses a process boundary (as one gloo step does) and the
             # thread hand-offs an in-process actor call measures (half its round trip).
             message_latency = extra["collective_latency"] + actor_round_trip() / 2
         batch, per_cmd, per_load = _measure_command_overhead()
-        worker = _measure_worker_overhead() + per_load
+        worker = mean("worker_overhead") + per_load
         profile = DeviceProfile(
             name="cpu" if workers == 1 else f"cpu ({workers} workers)",
             kind="cpu",
