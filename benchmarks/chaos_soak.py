@@ -35,7 +35,8 @@ Figures (the value a correct runtime must have in brackets):
   later) to the future's resolution, value or error: `n`, `p50`, `p99`, `max`,
   `within_bound` (the fraction under `--bound-s`, target 2 s) and the slowest call.
 * `unresolved` (0): futures not resolved when the soak ends (each wave gets `DRAIN_TIMEOUT`).
-* `replies_lost` (0): calls to ranks no fault affected that did not return their argument.
+* `replies_lost` (0): calls to ranks no fault affected that did not return their argument;
+  `replies_lost_where` counts them per wave and rank slot, `replies_lost_samples` shows errors.
 * `wrong_values` (0): calls, to any rank, that returned something other than their argument.
 * `affected_outcomes`: values / SupervisionError / other errors among the affected calls.
 * `leaked_pids` ({}): per namespace, processes still alive `EXIT_GRACE` seconds after the final
@@ -364,8 +365,9 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
     outcome = {"value": 0, "SupervisionError": 0, "other": 0}
     other_samples: list[str] = []
     lost_samples: list[str] = []
+    lost_where: dict[str, int] = {}  # "wave W slot S" -> replies lost there
     latencies: dict[str, list[tuple[float, int]]] = {k: [] for k in KINDS}
-    for wave in waves:
+    for w, wave in enumerate(waves):
         for k, fut in enumerate(wave.futures):
             i = wave.first + k
             fault = affected_by.get(i)
@@ -387,16 +389,18 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
                 values += 1
             elif fault is None:
                 replies_lost += 1
-                if len(lost_samples) < 5:
+                where = f"wave {w} slot {wave.targets[k]}"
+                lost_where[where] = lost_where.get(where, 0) + 1
+                if lost_where[where] == 1 and len(lost_samples) < 5:
                     lost_samples.append(f"call {i} (slot {wave.targets[k]}): "
-                                        f"{type(error).__name__}: {str(error)[:300]}")
+                                        f"{type(error).__name__}: {str(error)[:1000]}")
             if fault is None:
                 continue
             name = "value" if error is None else (
                 "SupervisionError" if isinstance(error, SupervisionError) else "other")
             outcome[name] += 1
             if name == "other" and len(other_samples) < 5:
-                other_samples.append(f"{type(error).__name__}: {str(error)[:300]}")
+                other_samples.append(f"{type(error).__name__}: {str(error)[:1000]}")
             if wave.completed[k] >= fault["at"] or wave.issued[k] >= fault["at"]:
                 took = wave.completed[k] - max(fault["at"], wave.issued[k])
                 latencies[fault["kind"]].append((took, i))
@@ -447,6 +451,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
         "values": values,
         "unresolved": unresolved,
         "replies_lost": replies_lost,
+        "replies_lost_where": lost_where,
         "replies_lost_samples": lost_samples,
         "wrong_values": wrong_values,
         "fault_reports": len(reports),
