@@ -327,7 +327,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
             if fut is not None:
                 try:
                     fut.exception(timeout=max(0.0, deadline - time.monotonic()))
-                except TimeoutError:
+                except TimeoutError:  # counted as unresolved when the outcomes are read
                     pass
         if not kind:
             continue
@@ -409,7 +409,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
     for proc in cluster.workers:
         try:
             proc.wait(timeout=CONTROL_TIMEOUT)
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired:  # its processes then show in leaked_pids
             pass
     leaked: dict[str, list[str]] = {}
     deadline = time.monotonic() + EXIT_GRACE
