@@ -76,6 +76,9 @@ BENCHMARKS: dict[str, Benchmark] = {
     "serialization": Benchmark("serialization_micro.py", (), ("--repeats", "3"),
                                "envelope serialization micro-benchmark"),
     "soak": Benchmark("soak.py", (), ("--calls", "2000"), "calls with procs SIGKILLed"),
+    "chaos-soak": Benchmark("chaos_soak.py", (),
+                            ("--calls", "1000", "--wave", "125", "--faults-per-kind", "1"),
+                            "two netns hosts: procs, host agents and links failing (root)"),
     "rl-weight-sync": Benchmark("rl_weight_sync.py", (), ("--quick",),
                                 "GRPO on a 3.3M-parameter transformer: RDMA / state_dict sync"),
 }

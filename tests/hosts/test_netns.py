@@ -11,9 +11,6 @@ heartbeat timeout. Needs root and iproute2; skipped with the reason otherwise.
 from __future__ import annotations
 
 import json
-import os
-import random
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,62 +19,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.hosts.conftest import REPO, wait_listening, worker_env
-
-
-def _ip(*args: str) -> None:
-    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=10)
-
-
-class Namespaces:
-    """A bridge in the root namespace and one namespace per host, with veth pairs."""
-
-    def __init__(self, n: int) -> None:
-        tag = f"{os.getpid() % 4096:03x}{random.randrange(4096):03x}"
-        net = f"10.{random.randrange(100, 250)}.{random.randrange(1, 250)}"
-        self.bridge = f"mb{tag}"
-        self.gateway = f"{net}.1"
-        self.names = [f"mh{tag}{chr(97 + i)}" for i in range(n)]
-        self.links = [f"mv{tag}{chr(97 + i)}" for i in range(n)]
-        self.ips = [f"{net}.{i + 2}" for i in range(n)]
-        self.created: list[tuple[str, str]] = []
-        _ip("link", "add", self.bridge, "type", "bridge")
-        self.created.append(("link", self.bridge))
-        _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
-        for ns, link, addr in zip(self.names, self.links, self.ips):
-            _ip("netns", "add", ns)
-            self.created.append(("netns", ns))
-            inner = f"{link}p"
-            _ip("link", "add", link, "type", "veth", "peer", "name", inner)
-            self.created.append(("link", link))
-            _ip("link", "set", inner, "netns", ns)
-            _ip("link", "set", link, "master", self.bridge)
-            _ip("link", "set", link, "up")
-            _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", inner)
-            _ip("-n", ns, "link", "set", inner, "up")
-            _ip("-n", ns, "link", "set", "lo", "up")
-            _ip("-n", ns, "route", "add", "default", "via", self.gateway)
-
-    def popen(self, i: int, argv: list[str]) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(["ip", "netns", "exec", self.names[i], *argv], env=worker_env(),
-                                stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
-
-    def close(self) -> None:
-        for kind, name in reversed(self.created):
-            subprocess.run(["ip", kind, "del", name], capture_output=True, timeout=10)
-
-
-def _cannot_make_namespaces() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root (tests run as uid %d)" % os.geteuid()
-    if shutil.which("ip") is None:
-        return "iproute2's `ip` command is not installed"
-    return None
+from tests.hosts.netns import Namespaces, cannot_make_namespaces, ip
 
 
 @pytest.fixture
 def hosts_in_namespaces() -> Iterator[tuple[Namespaces, str]]:
-    why = _cannot_make_namespaces()
+    why = cannot_make_namespaces()
     if why is not None:
         pytest.skip(why)
     try:
@@ -91,12 +38,12 @@ def hosts_in_namespaces() -> Iterator[tuple[Namespaces, str]]:
         scheduler = f"tcp://{spaces.ips[0]}:8786"
         procs.append(spaces.popen(0, [sys.executable, "-m", "distributed.cli.dask_scheduler",
                                       "--host", spaces.ips[0], "--port", "8786",
-                                      "--no-dashboard"]))
+                                      "--no-dashboard"], worker_env(), REPO))
         wait_listening(procs[0], spaces.ips[0], 8786)  # also proves the bridge routes
         for i in range(2):
             procs.append(spaces.popen(i, [
                 sys.executable, "-m", "monarch._src.hosts.worker_cli",
-                "--dask-scheduler", scheduler, "--host", spaces.ips[i]]))
+                "--dask-scheduler", scheduler, "--host", spaces.ips[i]], worker_env(), REPO))
         yield spaces, scheduler
     finally:
         for proc in procs:
@@ -175,7 +122,7 @@ def test_hosts_in_network_namespaces(hosts_in_namespaces: tuple[Namespaces, str]
         ips = [a.partition("://")[2].rpartition(":")[0] for a in ready["addrs"]]
         assert ips == [spaces.ips[0], spaces.ips[0], spaces.ips[1], spaces.ips[1]]
         assert ready["relayed"] == [ready["pids"][3], ready["addrs"][3]]
-        _ip("link", "set", spaces.links[1], "down")
+        ip("link", "set", spaces.links[1], "down")
         controller.stdin.write(b"down\n")
         controller.stdin.flush()
         line = controller.stdout.readline()

@@ -121,6 +121,10 @@ class HostServer:
 
     # ---- control operations (runtime loop) ---------------------------------------------------
     def _attach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        # The client is heard now: one this host lost (a cut link, whose connection then broke)
+        # and that attaches again is alive, not the dead peer its address stayed marked as, or
+        # every answer to it (this one first) would be dropped as undeliverable.
+        self.rt.mailbox.revive(args[0])
         if self.client is not None and self.client != args[0]:
             # One client at a time: wait in line; check now whether the current one is alive.
             self._queue.append((args, reply))

@@ -445,6 +445,9 @@ class Transport:
         self._peers: dict[str, _Peer] = {}
         self._incoming: set[Comm] = set()
         self._raw_incoming: set[SocketChannel] = set()
+        # Peer address -> the serial of its newest incoming connection (`_lost_incoming`).
+        self._latest_incoming: dict[str, int] = {}
+        self._incoming_serial = 0
         self._dirty: list[_Peer] = []  # peers with batches to write at the end of this turn
         self._closing = False
 
@@ -510,11 +513,16 @@ class Transport:
         if self.on_hello is not None:
             self.on_hello(addr, incarnation)
 
-    def _lost_incoming(self, addr: str, incarnation: str, exc: BaseException) -> None:
-        """An incoming connection from `incarnation` at `addr` broke: report it, unless the
-        transport is closing or a newer process at that address was heard since."""
+    def _lost_incoming(self, addr: str, incarnation: str, exc: BaseException,
+                       serial: int) -> None:
+        """Incoming connection `serial` from `incarnation` at `addr` broke: report it, unless
+        the transport is closing, a newer process at that address was heard since, or the same
+        process connected again since (the break of a connection it abandoned, e.g. across a
+        network cut, is no news: its newest connection's break would be)."""
         if self._closing or (incarnation and self.incarnations.get(addr, incarnation)
                              != incarnation):
+            return
+        if self._latest_incoming.get(addr) != serial:
             return
         self._on_lost(addr, [], translate_error(exc, addr))
 
@@ -524,24 +532,34 @@ class Transport:
             sock.close()
             return
         self._heard_of(peer_addr, incarnation)
+        serial = self._new_incoming(peer_addr)
         raw = SocketChannel(sock, lambda frames: self._received(peer_addr, frames),
-                            lambda exc: self._raw_closed(raw, peer_addr, incarnation, exc))
+                            lambda exc: self._raw_closed(raw, peer_addr, incarnation, exc,
+                                                         serial))
         self._raw_incoming.add(raw)
 
+    def _new_incoming(self, peer_addr: str) -> int:
+        """Number a new incoming connection from `peer_addr`: it is that peer's newest."""
+        self._incoming_serial += 1
+        self._latest_incoming[peer_addr] = self._incoming_serial
+        return self._incoming_serial
+
     def _raw_closed(self, raw: SocketChannel, peer_addr: str, incarnation: str,
-                    exc: BaseException) -> None:
+                    exc: BaseException, serial: int) -> None:
         """An incoming raw connection broke (or was aborted by `close`)."""
         self._raw_incoming.discard(raw)
-        self._lost_incoming(peer_addr, incarnation, exc)
+        self._lost_incoming(peer_addr, incarnation, exc, serial)
 
     async def _handle_comm(self, comm: Comm) -> None:
         self._incoming.add(comm)
         peer_addr = incarnation = ""
+        serial = 0
         try:
             hello = await comm.read()
             peer_addr = hello["hello"]
             incarnation = str(hello.get("incarnation", ""))
             self._heard_of(peer_addr, incarnation)
+            serial = self._new_incoming(peer_addr)
             if hello.get("raw") and _can_take_socket(comm):
                 await comm.write({"ack": True, "incarnation": self.incarnation})
                 raw = SocketChannel(
@@ -553,7 +571,7 @@ class Transport:
                     exc = await raw.closed
                 finally:
                     self._raw_incoming.discard(raw)
-                self._lost_incoming(peer_addr, incarnation, exc)
+                self._lost_incoming(peer_addr, incarnation, exc, serial)
                 return
             channel = _channel(comm)
             while True:
@@ -563,7 +581,7 @@ class Transport:
                 logger.exception("monarch: failed reading from %s",
                                  peer_addr or comm.peer_address)
             elif peer_addr:
-                self._lost_incoming(peer_addr, incarnation, exc)
+                self._lost_incoming(peer_addr, incarnation, exc, serial)
         finally:
             self._incoming.discard(comm)
             if not comm.closed():
