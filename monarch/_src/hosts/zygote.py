@@ -6,7 +6,8 @@ zygote imports the proc runtime, then forks a proc per request.
 
 Protocol: requests arrive on stdin and replies leave on the fd given as argv[1], each a
 length-prefixed pickle. Requests: `{"spawn": [spec, ...]}`, `{"kill": [pid, ...], "sig": n}` and
-`{"preload": [module, ...]}` (import modules the controller uses before the next forks).
+`{"preload": [module, ...], "environ": {...}}` (import modules the controller uses before the
+next forks, under the controller's environment of that moment).
 Replies: `{"spawned": [(proc_id, pid), ...]}` and `{"exit": pid, "status": text}` for each child
 that ended (the host agent's child watch). When stdin closes (the controller exited or died) the
 zygote kills its children and exits, so no proc outlives its controller; each child also asks the
@@ -212,7 +213,10 @@ def main() -> None:
                 write_message(reply_fd, {"spawned": spawned})
             elif "preload" in msg:
                 # Modules the controller uses (torch, say) are imported once here, so each
-                # forked proc has them instead of importing them itself.
+                # forked proc has them instead of importing them itself. They read the
+                # environment as it is now in the controller (settings made since this zygote
+                # started, `OMP_NUM_THREADS` say), as in a proc that imported them itself.
+                os.environ.update(msg.get("environ", {}))
                 for name in msg["preload"]:
                     try:
                         importlib.import_module(name)

@@ -46,15 +46,19 @@ class ZygoteClient:
         with self._lock:
             self._ensure()
 
-    def spawn(self, specs: list[dict[str, Any]], preload: tuple[str, ...] = PRELOADABLE) -> None:
-        """Fork one proc per spec; first, the zygote imports those of `preload` that this process
-        has imported and it has not yet."""
+    def spawn(self, specs: list[dict[str, Any]], preload: tuple[str, ...] | None = None) -> None:
+        """Fork one proc per spec; first, the zygote imports those of `preload` (default
+        `PRELOADABLE`) that this process has imported and it has not yet, under this process's
+        environment of now: what those modules read when they load (`OMP_NUM_THREADS`,
+        `TORCH_CPP_LOG_LEVEL`, ...) is what the controller had set by this spawn. A variable
+        changed after they were preloaded reaches the procs' `os.environ`, not those modules."""
         with self._lock:
             self._ensure()
-            wanted = [m for m in preload if m in sys.modules and m not in self._preloaded]
+            wanted = [m for m in (PRELOADABLE if preload is None else preload)
+                      if m in sys.modules and m not in self._preloaded]
             if wanted:
                 self._preloaded.update(wanted)
-                self._send({"preload": wanted})
+                self._send({"preload": wanted, "environ": dict(os.environ)})
             self._send({"spawn": specs})
 
     def kill(self, pids: list[int], sig: int = 9) -> None:
