@@ -56,7 +56,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -74,7 +73,12 @@ import monarch.actor  # noqa: E402
 from monarch._rust_bindings.monarch_hyperactor.supervision import SupervisionError  # noqa: E402
 from monarch.actor import Actor, attach_to_workers, enable_transport, endpoint  # noqa: E402
 from monarch.config import configure  # noqa: E402
-from tests.hosts.netns import Namespaces, cannot_make_namespaces, ip  # noqa: E402
+from tests.hosts.netns import (  # noqa: E402
+    Namespaces,
+    cannot_make_namespaces,
+    ip,
+    wait_listening,
+)
 
 WORKER_PORT = 26600
 # Bound on one wave's futures resolving, counted from the end of its issue.
@@ -95,21 +99,6 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
         return None
     index = max(0, min(len(sorted_values) - 1, int(round(q * len(sorted_values) + 0.5)) - 1))
     return sorted_values[index]
-
-
-def wait_listening(host: str, port: int, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll (bounded) until `host:port` accepts a connection; fail if `proc` exits first."""
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()  # never set: a bounded pause between attempts
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker for {host}:{port} exited with {proc.returncode}")
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            pause.wait(0.05)
-    raise TimeoutError(f"worker for {host}:{port} did not listen within {timeout}s")
 
 
 def process_gone(pid: int) -> bool:
@@ -171,7 +160,7 @@ class Cluster:
                                  stderr=self.log)
         self.workers.append(proc)
         self.current[h] = proc
-        wait_listening(self.spaces.ips[h], WORKER_PORT, proc, CONTROL_TIMEOUT)
+        wait_listening(proc, self.spaces.ips[h], WORKER_PORT, CONTROL_TIMEOUT)
 
     def attach(self, h: int, attempts: int = 5) -> None:
         """Attach host `h` again (a worker that still serves its dropped client refuses: retry)."""
@@ -353,7 +342,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
                     threading.Event().wait(hold)
                 ip("link", "set", spaces.links[h], "up")
                 # The link carries traffic again only a moment later (EHOSTUNREACH until then).
-                wait_listening(spaces.ips[h], WORKER_PORT, cluster.current[h],  # type: ignore
+                wait_listening(cluster.current[h], spaces.ips[h], WORKER_PORT,  # type: ignore
                                CONTROL_TIMEOUT)
             cluster.attach(h)
             for slot, rank in zip(cluster.host_slots(h), cluster.spawn(h, PROCS_PER_HOST)):

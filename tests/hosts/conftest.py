@@ -13,12 +13,12 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from tests.conftest import guard_stray_faults
+from tests.hosts.netns import wait_listening  # noqa: F401 (shared with the chaos benchmark)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,21 +27,6 @@ def free_port(host: str) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
-
-
-def wait_listening(proc: subprocess.Popen[bytes], host: str, port: int,
-                   timeout: float = 30.0) -> None:
-    """Poll (bounded) until `host:port` accepts connections; fail if `proc` exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker for {host}:{port} exited with {proc.returncode}")
-        try:
-            with socket.create_connection((host, port), timeout=1):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"worker for {host}:{port} did not listen within {timeout}s")
 
 
 def worker_env() -> dict[str, str]:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import socket
 import subprocess
+import time
 from typing import IO, Any
 
 
@@ -84,3 +86,18 @@ class Namespaces:
         for kind, name in reversed(self.created):
             subprocess.run(["ip", kind, "del", name], capture_output=True, timeout=10)
         self.created.clear()
+
+
+def wait_listening(proc: subprocess.Popen[bytes], host: str, port: int,
+                   timeout: float = 30.0) -> None:
+    """Poll (bounded) until `host:port` accepts connections; fail if `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"worker for {host}:{port} exited with {proc.returncode}")
+        try:
+            with socket.create_connection((host, port), timeout=1):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"worker for {host}:{port} did not listen within {timeout}s")

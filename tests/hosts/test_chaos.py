@@ -68,8 +68,8 @@ def test_chaos_soak_small(namespaces_possible: None) -> None:
 _RECUT = r"""
 import os, sys, threading
 sys.path.insert(0, os.getcwd())
-from tests.hosts.netns import Namespaces, ip
-from benchmarks.chaos_soak import Echo, wait_listening
+from tests.hosts.netns import Namespaces, ip, wait_listening
+from benchmarks.chaos_soak import Echo
 from monarch.actor import attach_to_workers, enable_transport
 import monarch.actor
 
@@ -89,7 +89,7 @@ try:
     addr = f"tcp://{spaces.ips[0]}:26600"
     worker = spaces.popen(0, [sys.executable, "-m", "monarch._src.hosts.worker_cli",
                               "--address", addr], env, os.getcwd())
-    wait_listening(spaces.ips[0], 26600, worker, 30)
+    wait_listening(worker, spaces.ips[0], 26600, 30)
     for round in range(2):
         hosts = attach_to_workers(ca="trust_all_connections", workers=[addr])
         hosts.initialized.get(timeout=30)
@@ -100,7 +100,7 @@ try:
             assert lost.wait(20), "the cut host was never reported lost"
             threading.Event().wait(2.0)  # the host drops its silent client meanwhile
             ip("link", "set", spaces.links[0], "up")
-            wait_listening(spaces.ips[0], 26600, worker, 30)
+            wait_listening(worker, spaces.ips[0], 26600, 30)
 finally:
     if worker is not None:
         worker.kill()
