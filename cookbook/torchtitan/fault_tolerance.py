@@ -7,7 +7,8 @@ Actors, all on the controller's proc:
 * `TitanSupervisor` owns the training procs (2 ranks on this host). Its `train` endpoint
   starts a *generation*: fresh procs, a `TitanReporter` per proc, and `SPMDActor.main`
   running `cpu_launch.py` with torchtitan's checkpointing on. When a rank dies, monarch hands the
-  failure to the owner, the supervisor's `__supervise__`, which marks the generation failed;
+  failure to the owner, the supervisor's `__supervise__`, which marks the generation failed
+  (or the call to the ranks fails first, with the `SupervisionError` naming the dead rank);
   `train` then stops that generation's procs and starts the next one on the same dump folder,
   so torchtitan loads the latest checkpoint and continues to the step target.
   (`train` is a `@concurrent_endpoint`: while it awaits the ranks, the actor keeps taking
@@ -134,6 +135,12 @@ class TitanSupervisor(Actor):
             if run.done() and run.exception() is None:
                 failure.cancel()
                 return True
+            if run.done():
+                # The call can fail (SupervisionError: the rank it waited on died) before the
+                # failure report reaches `__supervise__`; the report may then never come, as
+                # the procs are stopped next. Either way it is this generation's failure.
+                self._failures.append(f"generation {gen}: {run.exception()}")
+                self._timeline.append(("call failed", gen, time.monotonic()))
             # A rank died (or raised): this generation is over. The call may still be waiting
             # on survivors stuck in a collective; stopping the procs ends them.
             run.cancel()
