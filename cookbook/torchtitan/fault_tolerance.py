@@ -135,10 +135,10 @@ class TitanSupervisor(Actor):
             if run.done() and run.exception() is None:
                 failure.cancel()
                 return True
-            if run.done():
-                # The call can fail (SupervisionError: the rank it waited on died) before the
-                # failure report reaches `__supervise__`; the report may then never come, as
-                # the procs are stopped next. Either way it is this generation's failure.
+            if not failed.is_set():
+                # The call failed (SupervisionError: the rank it waited on died) before the
+                # failure report reached `__supervise__`; the report may then never come, as
+                # the procs are stopped next. Recorded here instead, once.
                 self._failures.append(f"generation {gen}: {run.exception()}")
                 self._timeline.append(("call failed", gen, time.monotonic()))
             # A rank died (or raised): this generation is over. The call may still be waiting
