@@ -12,11 +12,13 @@ optimizer). The client is the controller: it runs the steps in lockstep, one `tr
 per replica, and prints the step, the replicas in the quorum and each replica's loss. Midway it
 SIGKILLs one replica's proc; the fault reaches the client's `unhandled_fault_hook`, which only
 records it (the controller handles it). The survivor keeps training alone (the lighthouse drops
-the dead replica once its heartbeats stop), while the controller spawns a new proc mesh and a
-fresh `Replica` for the same group. That one joins at step 0, torchft heals it from the survivor,
+the dead replica once its heartbeats stop); after its first step alone the controller spawns a
+new proc mesh and a fresh `Replica` for the same group. That one joins at step 0, torchft heals it from the survivor,
 and from then on both train again with identical weights, which every step checks.
 
-Lockstep needs care at the rejoin. The lighthouse grants a quorum at once when every member of
+Lockstep needs care after the kill and at the rejoin. A quorum needs more than half of the
+replicas that heartbeat, so a replacement heartbeating before the survivor formed its first quorum
+alone would hold the survivor's request until the replacement asks too. The lighthouse grants a quorum at once when every member of
 the previous one asks again ("fast quorum"), so a survivor asking first gets a quorum of its own
 even while the replacement heartbeats; the replacement's request, in turn, waits for a majority
 of the live replicas. So the controller keeps stepping the survivor while the replacement's
@@ -240,13 +242,17 @@ def run(steps: int, kill_at: int, victim: int = 1) -> dict[str, Any]:
         killed = time.perf_counter()
         print(f"killed replica group {victim} (pid {pids[victim]})", flush=True)
         record["fault"] = faults.get(timeout=30)  # the client hears of the dead proc mesh
+        # The survivor's next quorum waits out the dead one's heartbeat timeout, then it trains
+        # alone. The replacement starts only after that step: a replacement heartbeating while
+        # the survivor's first request waits would make the survivor a minority of the healthy
+        # replicas (1 of 2), and its quorum would wait for a request the controller sends later.
+        step = lockstep([survivor])[0]["step"]
+        record["failover_seconds"] = time.perf_counter() - killed
         procs, replacement = start_replica(victim, addr)
         meshes.append(procs)
         ready = pool.submit(replacement.pid.call_one().get)
-        # The survivor's next quorum waits out the dead one's heartbeat timeout, then it trains
-        # alone, at least one step, until the replacement is up.
-        step = lockstep([survivor])[0]["step"]
-        record["failover_seconds"] = time.perf_counter() - killed
+        # From now on the survivor's previous quorum is itself alone, which the lighthouse grants
+        # again at once ("fast quorum"), so it keeps training while the replacement comes up.
         while not ready.done():
             step = lockstep([survivor])[0]["step"]
         record["replacement_up_seconds"] = time.perf_counter() - killed
