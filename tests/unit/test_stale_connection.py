@@ -10,8 +10,11 @@ it failed the live peer: a host re-attached after a healed cut was lost again se
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
+
+from monarch._src.supervision.errors import SupervisionError
 
 from tests.unit.test_incarnation import _Box, boxes  # noqa: F401  (the fixture)
 
@@ -40,3 +43,34 @@ def test_the_break_of_the_newest_connection_is_still_a_loss(boxes: list[_Box]) -
     b.close()  # b exits: its only (newest) connection to a breaks, a sends nothing
     assert lost.wait(10)
     assert a.on_loop(lambda: a.mailbox.is_dead(b.mailbox.address))
+
+
+def test_the_echo_of_giving_a_peer_up_does_not_undo_its_revival(boxes: list[_Box]) -> None:  # noqa: F811
+    """A controller lost a host across a cut (it gave it up and closed its connections), then
+    attaches to it again once the link healed. The host, seeing the controller's connection
+    close, takes it for dead in turn and closes its own old connection to the controller. That
+    break reached the controller after the re-attach had revived the host, and failed it: "the
+    peer closed the connection" (CI, tests/hosts/test_chaos.py::test_reattach_after_a_healed_cut)."""
+    a, b = _Box(), _Box()
+    boxes.extend([a, b])
+    assert b.ask(a.mailbox.address, 1) == 1  # b's connection to a, and a's to b
+    assert a.ask(b.mailbox.address, 1) == 1
+    # a gives b up across the cut: its connection's close does not reach b yet.
+    cut = a.on_loop(lambda: a.mailbox.transport._peers.pop(b.mailbox.address))
+    a.on_loop(lambda: a.mailbox.mark_dead(b.mailbox.address, SupervisionError("host lost")))
+    a.on_loop(lambda: a.mailbox.revive(b.mailbox.address))  # the re-attach
+    broke = threading.Event()
+    transport = a.mailbox.transport
+    seen = transport._lost_incoming
+
+    def lost_incoming(*args: Any) -> None:
+        seen(*args)
+        broke.set()
+
+    transport._lost_incoming = lost_incoming  # type: ignore[method-assign]
+    # The link heals: b hears of the close and gives a up in turn, closing its connection to a.
+    a.on_loop(lambda: cut.channel.abort())
+    assert broke.wait(10)  # b's old connection to a broke, and a saw it
+    assert not a.on_loop(lambda: a.mailbox.is_dead(b.mailbox.address))
+    b.on_loop(lambda: b.mailbox.revive(a.mailbox.address))  # b serves the re-attach
+    assert a.ask(b.mailbox.address, 2) == 2

@@ -447,6 +447,9 @@ class Transport:
         self._raw_incoming: set[SocketChannel] = set()
         # Peer address -> the serial of its newest incoming connection (`_lost_incoming`).
         self._latest_incoming: dict[str, int] = {}
+        # Peer address -> the newest incoming serial when this transport gave that peer up
+        # (`forget_peer`): the breaks of those connections are no news (`_lost_incoming`).
+        self._abandoned: dict[str, int] = {}
         self._incoming_serial = 0
         self._dirty: list[_Peer] = []  # peers with batches to write at the end of this turn
         self._closing = False
@@ -518,11 +521,12 @@ class Transport:
         """Incoming connection `serial` from `incarnation` at `addr` broke: report it, unless
         the transport is closing, a newer process at that address was heard since, or the same
         process connected again since (the break of a connection it abandoned, e.g. across a
-        network cut, is no news: its newest connection's break would be)."""
+        network cut, is no news: its newest connection's break would be), or this transport
+        gave the peer up after the connection was opened (`forget_peer`)."""
         if self._closing or (incarnation and self.incarnations.get(addr, incarnation)
                              != incarnation):
             return
-        if self._latest_incoming.get(addr) != serial:
+        if self._latest_incoming.get(addr) != serial or serial <= self._abandoned.get(addr, 0):
             return
         self._on_lost(addr, [], translate_error(exc, addr))
 
@@ -602,7 +606,12 @@ class Transport:
             await asyncio.wait(tasks)
 
     def forget_peer(self, addr: str) -> None:
-        """Drop the outgoing comm to `addr` (after the proc there exited)."""
+        """Drop the outgoing comm to `addr` (the process there exited or was given up). The
+        incoming connections it opened so far are given up too: their breaks are not reported,
+        not even after the address was revived. The peer, which learns of this when our end of
+        its connection closes, may take this process for dead in turn and close its own; that
+        echo must not undo a re-attach to it (the break of a connection it opens later counts)."""
+        self._abandoned[addr] = self._incoming_serial
         peer = self._peers.pop(addr, None)
         if peer is None:
             return
