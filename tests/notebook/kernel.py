@@ -5,10 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def execute(client: Any, code: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def execute(client: Any, code: str, stop_on_error: bool = True,
+            ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Execute `code`; return the shell reply's content and the iopub messages of that
-    execution up to its idle status."""
-    msg_id = client.execute(code)
+    execution up to its idle status.
+
+    Pass `stop_on_error=False` for a cell that is meant to fail and is followed by another:
+    ipykernel sends the error reply before it stops taking requests after an error (it aborts
+    those already queued), so a request sent as soon as that reply came may be aborted too, on a
+    loaded machine."""
+    msg_id = client.execute(code, stop_on_error=stop_on_error)
     messages = []
     while True:
         msg = client.get_iopub_msg(timeout=60)
