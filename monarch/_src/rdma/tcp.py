@@ -123,8 +123,11 @@ class TcpServer:
         try:
             if self._tls is not None:
                 conn.settimeout(_HANDSHAKE_TIMEOUT)  # a peer that never finishes it is dropped
+                # The handshake is done apart from the wrap: a failed wrap closes the socket
+                # before it raises, and the peer would see the close before the refusal is logged.
+                conn = self._tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
                 try:
-                    conn = self._tls.wrap_socket(conn, server_side=True)
+                    conn.do_handshake()
                 except OSError as exc:  # no certificate of our CA, or not TLS at all
                     logger.warning("monarch: refused an RDMA data-plane connection: %s", exc)
                     conn.close()
