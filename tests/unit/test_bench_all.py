@@ -113,18 +113,17 @@ def test_all_before_reaches_the_programs_that_compare(
 
 def test_w7_process_figures_come_from_proc(tmp_path: Path) -> None:
     w7 = _bench_module("w7")
-    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
-                             stdin=subprocess.PIPE)
-    try:
+    # The child says when its interpreter is up: just after the exec its USS is a few pages.
+    # Leaving the with-block closes its stdin, which ends it, and waits for it.
+    with subprocess.Popen(
+            [sys.executable, "-c", "import sys; print('up', flush=True); sys.stdin.read()"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None and child.stdout.readline() == "up\n"
         assert child.pid in w7._descendants(os.getpid())
         uss = w7._uss_mib(child.pid)
         assert uss is not None and 0.1 < uss < 200
         (idle,) = w7._idle_cpu_pct([[child.pid]], 0.2)
         assert 0.0 <= idle < 50.0
-    finally:
-        assert child.stdin is not None
-        child.stdin.close()
-        child.wait(timeout=30)
     assert w7._uss_mib(child.pid) is None and w7._cpu_ticks(child.pid) is None
 
 
