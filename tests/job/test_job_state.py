@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -181,6 +183,22 @@ def test_local_job_batch_client_reuses_the_cached_job(in_tmp) -> None:
     assert os.waitstatus_to_exitcode(status) == 0, list((in_tmp / ".monarch" / "logs").iterdir())
     assert (in_tmp / "seen.txt").read_text().startswith("1 JobState(hosts={'workers': <")
     assert any(p.name.startswith("job_") for p in (in_tmp / ".monarch" / "logs").iterdir())
+
+
+@pytest.mark.timeout(90)
+def test_a_batch_client_reaped_by_its_pid_leaves_no_warning_at_exit(in_tmp) -> None:
+    # The applying process keeps the client's Popen; a user who waits on its pid instead
+    # must not get "ResourceWarning: subprocess N is still running" when that process exits.
+    (in_tmp / "client.py").write_text("")
+    script = ("import os\n"
+              "from monarch.job import LocalJob\n"
+              "job = LocalJob()\n"
+              "job.apply('client.py')\n"
+              "os.waitpid(job.process.pid, 0)\n")
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", "-c", script],
+                          cwd=in_tmp, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
 
 
 def test_batch_client_script_must_exist(in_tmp) -> None:

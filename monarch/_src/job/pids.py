@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -10,8 +11,8 @@ import time
 
 __all__ = ["alive", "child", "kill_workers", "listens", "remember", "spawn_detached", "wait_listening"]
 
-# Worker processes this process started, by pid: kept so that their Popen objects are not
-# collected while the workers run (they outlive their handle by design) and reaped on kill.
+# Batch clients this process started, by pid: kept so that their Popen objects are not
+# collected while the clients run (they may outlive this process by design).
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
@@ -43,8 +44,17 @@ def spawn_detached(argv: list[str], log_path: str, env: dict[str, str]) -> int:
 
 
 def remember(proc: subprocess.Popen[bytes]) -> None:
-    """Keep `proc` until `kill_workers` reaps it."""
+    """Keep `proc` (a batch client) until `kill_workers` reaps it or this process exits."""
     _CHILDREN[proc.pid] = proc
+
+
+@atexit.register
+def _poll_children() -> None:
+    # A child that ended, or that the user reaped by its pid (`os.waitpid(job.batch_pid, 0)`),
+    # gets its return code here, so its Popen does not warn "still running" when collected at
+    # exit. One that still runs outlives this process by design, and that warning is true.
+    for proc in _CHILDREN.values():
+        proc.poll()
 
 
 def child(pid: int) -> subprocess.Popen[bytes] | None:
