@@ -3,7 +3,6 @@ run_worker_loop_until_shutdown / start_worker_loop_forever."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap

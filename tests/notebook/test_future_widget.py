@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from monarch.actor import Actor, concurrent_endpoint, current_rank, endpoint
+from tests.notebook.kernel import run_cell
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
@@ -332,27 +333,6 @@ print(fut.progress().summary())
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
-def _run_cell(client: Any, code: str, seen: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Execute `code`; return its iopub messages up to its idle status (all messages, from
-    any thread of the kernel, are appended to `seen`)."""
-    msg_id = client.execute(code)
-    mine = []
-    while True:
-        msg = client.get_iopub_msg(timeout=60)
-        seen.append(msg)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        mine.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            break
-    reply = client.get_shell_msg(timeout=60)
-    while reply["parent_header"].get("msg_id") != msg_id:
-        reply = client.get_shell_msg(timeout=60)
-    errors = [m["content"] for m in mine if m["msg_type"] == "error"]
-    assert reply["content"]["status"] == "ok", (reply["content"], errors)
-    return mine
-
-
 def test_a_cell_ending_in_a_call_future_displays_the_live_widget() -> None:
     from jupyter_client.manager import start_new_kernel
 
@@ -363,7 +343,7 @@ def test_a_cell_ending_in_a_call_future_displays_the_live_widget() -> None:
     )
     seen: list[dict[str, Any]] = []
     try:
-        setup = _run_cell(client, textwrap.dedent(_SETUP), seen)
+        setup = run_cell(client, textwrap.dedent(_SETUP), seen)
         opens = [m for m in setup if m["msg_type"] == "comm_open"]
         assert any(m["content"]["target_name"] == "jupyter.widget" for m in opens), opens
         results = [m for m in setup if m["msg_type"] == "execute_result"]
@@ -373,14 +353,14 @@ def test_a_cell_ending_in_a_call_future_displays_the_live_widget() -> None:
         model = data[WIDGET_MIME]["model_id"]
         assert model in {m["content"]["comm_id"] for m in opens}
 
-        finish = _run_cell(client, textwrap.dedent(_FINISH), seen)
+        finish = run_cell(client, textwrap.dedent(_FINISH), seen)
         printed = "".join(m["content"]["text"] for m in finish if m["msg_type"] == "stream")
         assert "1/2 done, 1 failed" in printed, printed
         updates = [str(m["content"]["data"].get("state")) for m in seen
                    if m["msg_type"] == "comm_msg"]
         assert any("1/2 done, 1 failed" in u for u in updates), updates
         assert any("rank 1 refuses on purpose" in u for u in updates), updates
-        _run_cell(client, "procs.stop().get(timeout=60)", seen)
+        run_cell(client, "procs.stop().get(timeout=60)", seen)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
