@@ -7,23 +7,7 @@ batches many transfers. The data plane is chosen per transfer: a same-host kerne
 or a TCP stream; see docs/rdma.md. Importing this module does not import torch.
 """
 
-from monarch._src.rdma.backend import (
-    RDMAReadTransferWarning,
-    RDMATcpFallbackWarning,
-    RDMAWriteTransferWarning,
-    get_rdma_backend,
-    is_ibverbs_available,
-    is_rdma_available,
-)
-from monarch._src.rdma.buffer import RDMAAction, RDMABuffer
-
-__all__ = [
-    "RDMAAction",
-    "RDMABuffer",
-    "RDMAReadTransferWarning",
-    "RDMATcpFallbackWarning",
-    "RDMAWriteTransferWarning",
-    "get_rdma_backend",
-    "is_ibverbs_available",
-    "is_rdma_available",
-]
+# The names are listed once, in torchmonarch's private path: the facade imports _src, never the
+# reverse.
+from monarch._src.rdma.rdma import *  # noqa: F403
+from monarch._src.rdma.rdma import __all__ as __all__

@@ -214,6 +214,17 @@ def test_bad_forced_plane_named_in_error(force_plane: Any) -> None:
 
 
 @pytest.mark.slow
+def test_import_rdma_fresh_interpreter_emits_no_warning() -> None:
+    # A fresh interpreter, warnings as errors: here monarch.rdma is imported already, and
+    # importing it again would run none of its import-time code.
+    res = subprocess.run(
+        [sys.executable, "-W", "error", "-c", "import monarch.rdma, monarch._src.rdma.rdma"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr == ""
+
+
+@pytest.mark.slow
 def test_tcp_fallback_warning_emitted_once_and_torch_not_imported() -> None:
     # A fresh interpreter: the warning is once per process, and torch must stay unloaded.
     code = textwrap.dedent(

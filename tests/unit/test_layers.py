@@ -12,9 +12,9 @@ Packages, from the bottom up (a package may import its own layer's leaves and an
     top                          facades (monarch, monarch.actor, ...), notebook, tools, wiring
 
 Between features only the edges of FEATURE_DEPS are allowed. The modules that keep
-torchmonarch's private import paths (`monarch._src.actor.*`, `monarch._src.rdma.rdma`) are
-facades. Checked here: no import goes up a layer or across features outside FEATURE_DEPS; no
-cycle between packages; features (and the notebook) reach the runtime, the transport and the
+torchmonarch's private import paths of `monarch.actor` (`monarch._src.actor.*`) are facades.
+Checked here: no import goes up a layer or across features outside FEATURE_DEPS; no
+cycle between packages; nothing under `monarch._src` but those imports a public facade; features (and the notebook) reach the runtime, the transport and the
 mesh's seams only through `monarch._src.lowlevel`; no underscore name imported across packages;
 no underscore attribute
 read on another package's object (an attribute named `_x` read from something other than
@@ -49,8 +49,9 @@ FEATURES = LAYERS[RANK["tensor"]]
 # The feature-to-feature imports allowed (a DAG): the simulator is a tensor engine, SPMD jobs
 # are jobs, the debugger is served by the admin control server.
 FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}}
-# torchmonarch's private paths: thin re-export modules, facades by role.
-FACADE_MODULES = ("monarch._src.actor", "monarch._src.rdma.rdma")
+# torchmonarch's private paths of monarch.actor: thin re-export modules that import the facade
+# first (its import-time effects), facades by role.
+FACADE_MODULES = ("monarch._src.actor",)
 
 
 def package_of(module: str) -> str | None:
@@ -189,6 +190,20 @@ def test_no_cycle_between_packages():
                 graph[_unit(module)].add(_unit(target))
     cycles = [c for c in _sccs(graph) if len(c) > 1]
     assert not cycles, f"import cycles between packages: {cycles}"
+
+
+def test_src_never_imports_a_public_facade():
+    """The facades (`monarch.rdma`, `monarch.config`, ...) import `monarch._src`, never the
+    reverse: an implementation module importing its own facade is a cycle the package graph
+    above does not see (the facade is its own node)."""
+    wrong = [
+        f"{module}:{line} imports {target}"
+        for module, tree in TREES.items()
+        if module.startswith("monarch._src.") and package_of(module) != "top"
+        for target, _, line in _imports(module, tree)
+        if target.startswith("monarch") and not target.startswith("monarch._src")
+    ]
+    assert not wrong, "implementation modules importing a public facade:\n" + "\n".join(wrong)
 
 
 def test_no_private_name_imported_across_packages():

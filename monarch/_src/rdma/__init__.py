@@ -1,4 +1,5 @@
-"""RDMA buffers: one-sided bulk transfers between procs (`monarch.rdma` is the public facade).
+"""RDMA buffers: one-sided bulk transfers between procs (`monarch.rdma` is the public facade;
+`rdma.py` lists its names).
 
 The control plane is a small picklable handle (`handle.BufferHandle`) that travels in ordinary
 actor messages; the data plane moves bytes without the owner's endpoints running. Modules:
