@@ -4,3 +4,14 @@ torchmonarch exposes some user-facing types only from its Rust extension modules
 `SupervisionError` from `monarch._rust_bindings.monarch_hyperactor.supervision`). Code written
 for it keeps working here: these modules re-export monarch's own pure-Python types.
 """
+
+import importlib.util
+
+__all__ = ["has_tensor_engine"]
+
+
+def has_tensor_engine() -> bool:
+    """Whether the tensor engine (`monarch._src.tensor`, `monarch.Tensor`) can run here: it is
+    always part of this package and needs only torch, so this says whether torch is
+    installed (nothing is imported)."""
+    return importlib.util.find_spec("torch") is not None

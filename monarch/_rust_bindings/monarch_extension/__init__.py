@@ -1,0 +1,1 @@
+"""Re-exports under torchmonarch's `monarch_extension` paths (see `monarch._rust_bindings`)."""
