@@ -24,8 +24,29 @@ from monarch.actor import (
 from monarch._src.mesh.actor_mesh import ActorMesh
 from monarch._src.mesh.context import Instance
 from monarch._src.mesh.port import RankedPortReceiver
+from monarch._src.mesh.unsupported import attach
+
+# Monarch sets this inside Meta's packaged (PAR) binaries; this package never runs as one.
+IN_PAR = False
+
+
+class _ClientContext:
+    """torchmonarch's `_client_context`: the root client's `Context`, made on first `get()`
+    (which starts the runtime), and `try_get()`, which never starts anything."""
+
+    def get(self) -> Context:
+        return context()
+
+    def try_get(self) -> Context | None:
+        from monarch._src.lowlevel import runtime_if_started
+
+        return context() if runtime_if_started() is not None else None
+
+
+_client_context = _ClientContext()
 
 __all__ = [
+    "IN_PAR",
     "Accumulator",
     "Actor",
     "ActorError",
@@ -39,6 +60,7 @@ __all__ = [
     "RankedPortReceiver",
     "ValueMesh",
     "as_endpoint",
+    "attach",
     "context",
     "current_actor_name",
     "current_rank",

@@ -1,7 +1,22 @@
-"""torchmonarch's `monarch._src.actor.host_mesh`: `HostMesh`, `this_host()`, `this_proc()`."""
+"""torchmonarch's `monarch._src.actor.host_mesh`: `HostMesh`, `this_host()`, `this_proc()`.
 
-from monarch.actor import this_host
+`_spawn_admin` (Monarch's HTTP mesh-admin agent) has no counterpart: the client's admin is the
+JSON-lines control server behind `monarch top`/`monarch stacks` (`monarch._src.admin`), so it
+raises with that pointer.
+"""
+
+from typing import Any
+
+from monarch.actor import default_bootstrap_cmd, this_host
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.proc_mesh import this_proc
 
-__all__ = ["HostMesh", "this_host", "this_proc"]
+__all__ = ["HostMesh", "default_bootstrap_cmd", "this_host", "this_proc"]
+
+
+def _spawn_admin(host_meshes: list[HostMesh], admin_addr: str | None = None,
+                 telemetry_url: str | None = None) -> Any:
+    raise NotImplementedError(
+        "_spawn_admin() (Monarch's HTTP mesh-admin agent) does not exist here. The client's "
+        "admin is its control server: run `monarch top` or `monarch stacks` against it."
+    )
