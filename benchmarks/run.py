@@ -127,12 +127,56 @@ def _last_json_object(text: str) -> dict[str, Any] | None:
     return None
 
 
-def _group_alive(pgid: int) -> bool:
+# How long the members of a finished benchmark's process group get to end on their own: a
+# zygote or worker that watches its parent exits within milliseconds of it.
+GROUP_EXIT_GRACE_S = 2.0
+
+
+def _group_members(pgid: int) -> list[str]:
+    """The processes of group `pgid` still running, as "pid: cmdline" ([] when none).
+
+    Zombies are not counted: a member whose parent (the benchmark) exited first is reparented to
+    init and stays a zombie until init reaps it, which a container's init may do only every
+    second or two; it runs nothing and holds nothing but its pid. Counting them (as `killpg(pgid,
+    0)` does: it succeeds on a zombie) reported every benchmark that imported monarch as leaving
+    processes behind: its prestarted zygote, gone at once, was still waiting to be reaped.
+    """
+    alive = []
     try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc (not Linux): any member, zombie or not
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return []
+        return [f"?: a process of group {pgid}"]
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue  # ended while listed
+        # Fields after the parenthesised command: state, ppid, pgrp, ...
+        fields = stat[stat.rindex(b")") + 2:].split()
+        if int(fields[2]) != pgid or fields[0] in (b"Z", b"X"):
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+        except OSError:
+            cmd = b"?"
+        alive.append(f"{entry}: {cmd.decode(errors='replace').strip()[:200]}")
+    return alive
+
+
+def _leftovers(pgid: int) -> list[str]:
+    """The members of group `pgid` still running after up to `GROUP_EXIT_GRACE_S` seconds."""
+    deadline = time.monotonic() + GROUP_EXIT_GRACE_S
+    while True:
+        alive = _group_members(pgid)
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.05)
 
 
 def _kill_group(pgid: int) -> None:
@@ -164,10 +208,10 @@ def run_system(argv: list[str], env: dict[str, str], timeout: float) -> dict[str
             timed_out = True
             _kill_group(pgid)
             returncode = proc.wait()
-        leftovers = _group_alive(pgid)
+        wall = time.perf_counter() - t0
+        leftovers = _leftovers(pgid)
         if leftovers:
             _kill_group(pgid)
-        wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read(), err.read()
@@ -176,8 +220,8 @@ def run_system(argv: list[str], env: dict[str, str], timeout: float) -> dict[str
     result: dict[str, Any] = parsed if parsed is not None else {}
     result["wall_s"] = round(wall, 1)
     result["returncode"] = returncode
-    if leftovers:
-        result["left_processes_behind"] = True
+    if leftovers:  # killed above; what they were, to find who left them
+        result["left_processes_behind"] = leftovers
     if timed_out:
         result["error"] = f"Timed out after {timeout:.0f} s; its process group was killed."
     elif parsed is None:

@@ -146,3 +146,50 @@ def test_w7_part_b_counts_what_the_controller_writes() -> None:
         assert entry["controller_cpu_us"] > 0 and entry["p50_ms"] > 0
     assert set(report["scaling"]) == {"H2", "H3"}
     assert report["cast"] in ("flat", "per host", "mixed")
+
+
+def test_run_system_dead_unreaped_member_is_not_left_behind(tmp_path: Path) -> None:
+    # The runner runs under a child subreaper, so the member a benchmark did not reap stays a
+    # zombie of the runner (as under an init that reaps every second or two) until it is
+    # waited for, while a member that still runs is listed and killed.
+    zombie = _script(tmp_path, "zombie.py", """
+        import json, os
+        pid = os.fork()  # not a Popen: its __del__ would reap the child at exit
+        if pid == 0:
+            os._exit(0)
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited, unreaped
+        print(json.dumps({"figure": 1}))
+    """)
+    running = _script(tmp_path, "running.py", """
+        import json, subprocess
+        subprocess.Popen(["sleep", "60"])
+        print(json.dumps({"figure": 2}))
+    """)
+    runner = _script(tmp_path, "runner.py", f"""
+        import ctypes, json, os, sys
+        sys.path.insert(0, {str(BENCH)!r})
+        import run
+        ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+        run.GROUP_EXIT_GRACE_S = 0.2
+        out = {{}}
+        for name in ("zombie", "running"):
+            out[name] = run.run_system([sys.executable, os.path.join({str(tmp_path)!r},
+                                        name + ".py")], dict(os.environ), 60)
+            out[name + "_reaped"] = []
+            while True:  # the orphaned member, now the runner's child
+                try:
+                    _, status = os.waitpid(-1, 0)
+                except ChildProcessError:
+                    break
+                out[name + "_reaped"].append(os.waitstatus_to_exitcode(status))
+        print(json.dumps(out))
+    """)
+    done = subprocess.run([sys.executable, str(runner)], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["zombie"]["figure"] == 1 and "left_processes_behind" not in out["zombie"]
+    assert out["zombie_reaped"] == [0]  # it was there, dead, while the runner looked
+    (left,) = out["running"]["left_processes_behind"]
+    assert left.endswith(": sleep 60")
+    assert out["running_reaped"] == [-9]  # killed by the runner
