@@ -197,3 +197,24 @@ def job_loads(data: bytes) -> JobTrait:
     if not isinstance(job, JobTrait):
         raise TypeError(f"job_loads expected a pickled JobTrait, got {type(job).__name__}.")
     return job
+
+
+# torchmonarch keeps every job class in `monarch._src.job.job`; code written for it imports them
+# from there. Here each has a module of its own, which imports this one, hence the lazy lookup.
+_MONARCH_PATH_NAMES = {
+    "LocalJob": "monarch._src.job.local",
+    "BatchJob": "monarch._src.job.local",
+    "LoginJob": "monarch._src.job.login",
+    "ProcessState": "monarch._src.job.login",
+    "exec_command": "monarch._src.job.exec",
+    "BashActor": "monarch._src.job.exec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _MONARCH_PATH_NAMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(home), name)
