@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit compat compat-reference bench bench-quick docs clean
+.PHONY: demo test unit compat compat-reference bench bench-quick upstream docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -58,6 +58,17 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(PY) benchmarks/all.py --quick
+
+# Monarch's own tests (python/tests) and examples, unmodified, on ours and on torchmonarch
+# 0.7.0 side by side, from Monarch's mirror (UPSTREAM=DIR: a bare git mirror or a checkout;
+# nothing is fetched, nothing of theirs lands in this checkout): per-file tables on stdout,
+# the report in benchmarks/results/<date>-upstream.json. A measurement, not part of `make test`.
+UPSTREAM ?= /work/.mirror/meta-pytorch+monarch/repo
+
+upstream: $(STAMP)
+	bash benchmarks/setup_peer.sh
+	$(PEER_PY) -m pip install -q pytest==9.2.0 pytest-timeout==2.4.0 pytest-asyncio==1.5.0
+	UPSTREAM=$(UPSTREAM) $(PY) benchmarks/upstream.py
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
 # with warnings as errors (tests/docs/test_api_reference.py).
