@@ -26,6 +26,20 @@ def test_program_names_helper_modules_are_not_programs(
     assert program_names() == ["a_prog", "b_prog"]
 
 
+@pytest.mark.timeout(10)
+def test_count_passed_ours_only_lines_on_torchmonarch_count_as_not_run() -> None:
+    golden = ["check a: 1", "check slice call: ours only (torchmonarch hangs)",
+              "check b: differs (torchmonarch wraps the stride)"]
+    on_peer = run.Result("p", list(golden), golden, 0, "\n".join(
+        [golden[0], run.NOT_RUN_PREFIX + "slice call", *golden[1:]]), 1.0)
+    on_ours = run.Result("p", list(golden), golden, 0, "\n".join(golden), 1.0)
+    assert run.count_passed(on_peer) == (2, 0, 1)
+    assert run.count_passed(on_ours) == (3, 0, 0)
+    wrong = run.Result("p", [golden[0], "check slice call: MISMATCH", golden[2]], golden, 0,
+                       "", 1.0)
+    assert run.count_passed(wrong) == (2, 1, 0)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("name", program_names())
 def test_program_matches_torchmonarch(name: str) -> None:

@@ -11,7 +11,7 @@ import importlib.metadata
 import re
 from typing import Any, Callable
 
-__all__ = ["REFERENCE", "check", "outcome", "ours_only", "raises", "text"]
+__all__ = ["REFERENCE", "check", "differs", "outcome", "ours_only", "raises", "text"]
 
 
 def _is_reference() -> bool:
@@ -26,6 +26,9 @@ def _is_reference() -> bool:
 REFERENCE = _is_reference()
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+
+#: The line an `ours_only` behaviour prints on torchmonarch before its check (run.py reads it).
+NOT_RUN_PREFIX = "not run on torchmonarch: "
 
 
 def text(value: object) -> str:
@@ -67,6 +70,9 @@ def ours_only(label: str, fn: Callable[[], Any], expected: object, reason: str) 
     if not reason:
         raise ValueError(f"ours_only({label!r}) needs the reason torchmonarch cannot run it")
     if REFERENCE:
+        # Not a check: tells run.py that this line proves nothing on torchmonarch, so it is
+        # counted as not run there, not as a pass.
+        print(f"{NOT_RUN_PREFIX}{label}", flush=True)
         check(label, f"ours only ({reason})")
         return
     got = fn()
@@ -75,3 +81,21 @@ def ours_only(label: str, fn: Callable[[], Any], expected: object, reason: str) 
     else:
         check(label, f"MISMATCH: expected {expected!r}, got {got!r}")
 
+
+
+def differs(label: str, fn: Callable[[], Any], ours: object, torchmonarch: object,
+            reason: str) -> None:
+    """A behaviour where the two implementations differ on purpose (torchmonarch neither hangs
+    nor crashes: it does something else, which `reason` names).
+
+    fn runs on both; it must return `torchmonarch` there and `ours` here. Both print the same
+    line, so the golden file recorded from torchmonarch holds for ours too.
+    """
+    if not reason:
+        raise ValueError(f"differs({label!r}) needs the reason the behaviours differ")
+    want = torchmonarch if REFERENCE else ours
+    got = fn()
+    if got == want:
+        check(label, f"differs ({reason})")
+    else:
+        check(label, f"MISMATCH: expected {want!r}, got {got!r}")
