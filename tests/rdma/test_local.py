@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import threading
 from typing import Any
 
 import pytest
@@ -68,6 +69,45 @@ def test_large_transfer_round_trips(plane: str, force_plane: Any) -> None:
     assert torch.equal(dst, src)
     buf.write_from(_pattern(24 << 20, seed=5)).get(timeout=30)
     assert torch.equal(src, _pattern(24 << 20, seed=5))
+
+
+@pytest.mark.parametrize("streams", [1, 3])
+@pytest.mark.parametrize("op", ["read", "write"])
+def test_tcp_transfer_uses_configured_parallel_connections(
+    streams: int, op: str, force_plane: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The owner's side holds each request until `streams` are in at once: fewer connections at
+    # the same time break the barrier (the request is refused, the transfer fails), more
+    # requests show in the count.
+    from monarch._src.rdma import tcp
+    from monarch._src.rdma.manager import get_manager
+
+    force_plane("tcp")
+    src = _pattern(tcp.PARALLEL_MIN, seed=7)
+    buf = _remote(RDMABuffer(src))
+    manager = get_manager()
+    resolve = manager.resolve
+    together = threading.Barrier(streams, timeout=10)
+    served: list[int] = []
+
+    def resolve_together(bid: int, token: int, offset: int, length: int, write: bool) -> int:
+        served.append(length)
+        try:
+            together.wait()
+        except threading.BrokenBarrierError:
+            raise ValueError(f"fewer than {streams} connections were open at once") from None
+        return resolve(bid, token, offset, length, write)
+
+    monkeypatch.setattr(manager, "resolve", resolve_together)
+    with configured(rdma_tcp_fallback_parallelism=streams):
+        if op == "read":
+            dst = torch.empty_like(src)
+            buf.read_into(dst).get(timeout=30)
+            assert torch.equal(dst, src)
+        else:
+            buf.write_from(_pattern(tcp.PARALLEL_MIN, seed=8)).get(timeout=30)
+            assert torch.equal(src, _pattern(tcp.PARALLEL_MIN, seed=8))
+    assert len(served) == streams and sum(served) == tcp.PARALLEL_MIN
 
 
 def test_read_into_larger_destination_writes_leading_bytes_only() -> None:

@@ -5,8 +5,9 @@ A request is a fixed header (op, buffer id, token, offset, length). For a READ t
 status byte and `sendall`s straight from the registered memory; for a WRITE it answers a status
 byte, `recv_into`s straight into the registered memory, then acknowledges. The token in the
 header is the capability: only holders of the handle know it, and a dropped buffer's token is no
-longer accepted. The reader side `recv_into`s the destination directly and splits large
-transfers across parallel connections (kept in a per-endpoint pool for reuse).
+longer accepted. The reader side `recv_into`s the destination directly and splits a
+transfer of `PARALLEL_MIN` bytes or more into `rdma_tcp_fallback_parallelism` pieces, each on its
+own connection at the same time (connections are kept in a per-endpoint pool for reuse).
 
 Under TLS (`enable_tls`) every data-plane connection is mutual TLS with the configured
 certificates (`lowlevel.ssl_contexts`), as the monarch connections are: the bytes and the token
@@ -30,6 +31,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from monarch._src.config import get as config_get
 from monarch._src.lowlevel import ssl_contexts, tls_enabled
 from monarch._src.rdma.errors import RDMABufferDroppedError
 
@@ -47,7 +49,7 @@ _READ, _WRITE = 1, 2
 _OK, _BAD = 0, 1
 _STATUS = struct.Struct("!BI")  # status, length of the error text that follows
 PARALLEL_MIN = 8 << 20  # transfers at least this large are split across streams
-STREAMS = 4  # parallel connections for one large transfer
+MAX_STREAMS = 64  # the most rdma_tcp_fallback_parallelism accepts (registry.py)
 _SOCKBUF = 4 << 20
 _HANDSHAKE_TIMEOUT = 30.0  # seconds a TLS peer has to finish its handshake
 
@@ -169,8 +171,10 @@ def _stream_pool() -> concurrent.futures.ThreadPoolExecutor:
     global _streams
     with _pool_lock:
         if _streams is None:
+            # Threads start only as pieces wait, so the bound costs nothing unused; it lets two
+            # transfers at the most parallelism run all their streams at once.
             _streams = concurrent.futures.ThreadPoolExecutor(
-                max_workers=2 * STREAMS, thread_name_prefix="monarch-rdma-stream")
+                max_workers=2 * MAX_STREAMS, thread_name_prefix="monarch-rdma-stream")
         return _streams
 
 
@@ -265,10 +269,11 @@ def _one(op: int, ep: tuple[str, int], bid: int, token: int, offset: int, local:
 def _split(op: int, ep: tuple[str, int], bid: int, token: int, local: int, length: int,
            timeout: float) -> None:
     deadline = time.monotonic() + timeout
-    if length < PARALLEL_MIN:
+    streams = int(config_get("rdma_tcp_fallback_parallelism"))
+    if length < PARALLEL_MIN or streams == 1:
         _one(op, ep, bid, token, 0, local, length, deadline)
         return
-    step = -(-length // STREAMS)
+    step = -(-length // streams)
     pool = _stream_pool()
     futs = [pool.submit(_one, op, ep, bid, token, off, local + off, min(step, length - off),
                         deadline) for off in range(0, length, step)]
