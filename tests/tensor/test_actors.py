@@ -70,10 +70,41 @@ def test_rref_keeps_result_on_workers_and_fifo_with_plain_calls(mesh2: Any) -> N
 
 def test_rref_needs_propagate_and_active_mesh(mesh2: Any) -> None:
     holder = mesh2.spawn("holder_bad", Holder)
-    with pytest.raises(ValueError, match="active mesh"):
+    # A local tensor gives no mesh: with none active either, the error says what to do.
+    with pytest.raises(ValueError, match=r"no mesh is active .* `with mesh\.activate\(\):`"):
         holder.scaled.rref(torch.ones(1))
     with mesh2.activate(), pytest.raises(ValueError, match="propagate"):
         holder.plain.rref()
+
+
+class Linear(Actor):
+    """getting_started.py's LinearActor, with a weight each rank can recompute."""
+
+    def __init__(self) -> None:
+        self.w = _linear_weight(current_rank()["gpus"])
+
+    @endpoint(propagate=lambda x: x)
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.w
+
+
+def _linear_weight(rank: int) -> torch.Tensor:
+    # Half negative, so the relu after the call changes the values.
+    return torch.arange(9.0).reshape(3, 3) - 4.0 + rank
+
+
+def test_rref_outside_activate_puts_result_on_its_tensor_arguments_mesh(mesh2: Any) -> None:
+    # getting_started.py's shape: the tensor is made under activate(), the rref call and the
+    # op on its result outside it.
+    linear = mesh2.spawn("gs_linear", Linear)
+    with mesh2.activate():
+        t = torch.rand(3, 3)
+    o = torch.relu(linear.forward.rref(t))
+    assert isinstance(o, monarch.Tensor)
+    for g in range(2):
+        local = monarch.fetch_shard(t, gpus=g).get(timeout=30)
+        got = monarch.fetch_shard(o, gpus=g).get(timeout=30)
+        assert torch.allclose(got, torch.relu(local @ _linear_weight(g)))
 
 
 # ---- Monarch's getting-started flow: distributed tensors as endpoint arguments ---------------

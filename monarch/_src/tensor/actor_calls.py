@@ -10,7 +10,9 @@ caller. So each actor receives its own proc's shard as a plain `torch.Tensor`, s
 operation issued before the call, and operations issued after it see what the endpoint did.
 
 `mesh.endpoint.rref(*args)` works the same way with a `CallActor` command; the worker keeps the
-actor's result under the id the controller allocated instead of forwarding it.
+actor's result under the id the controller allocated instead of forwarding it. Its result lives
+on the active mesh, or outside `activate()` on the mesh of the distributed tensors among its
+arguments (as on torchmonarch).
 """
 
 from __future__ import annotations
@@ -141,13 +143,8 @@ hooks.call_encoder.install(encode_endpoint_args)
 
 def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Implementation of `Endpoint.rref` (see the module docstring)."""
-    mesh = active_mesh_or_none()
     call = casting.target(ep)
     label = call.label
-    if mesh is None:
-        raise ValueError(
-            f"{label}.rref needs an active mesh: call it inside proc_mesh.activate()."
-        )
     propagate = call.propagate  # as_endpoint(propagate=...), else the @endpoint's
     if not callable(propagate):
         raise ValueError(  # noqa: TRY004 - a missing declaration, not a wrong argument type
@@ -155,8 +152,15 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
             "@endpoint(propagate=fn), where fn maps fake arguments to a fake result."
         )
     flat, spec = pytree.tree_flatten((args, kwargs))
-    fakes, _, inputs, found, tensors = fake_inputs(flat, mesh)
-    assert found is not None  # the active mesh, or the tensors' own
+    # Outside activate() the result lives where the distributed tensors among the arguments
+    # live (as on torchmonarch: getting_started.py calls rref so); with neither, nowhere.
+    fakes, _, inputs, found, tensors = fake_inputs(flat, active_mesh_or_none())
+    if found is None:
+        raise ValueError(
+            f"{label}.rref has no mesh to put its result on: no mesh is active and no "
+            "distributed tensor is among its arguments; call it inside "
+            "`with mesh.activate():`, or pass it a distributed tensor."
+        )
     fargs, fkwargs = pytree.tree_unflatten(fakes, spec)
     with faking():
         fake_result = propagate(*fargs, **fkwargs)
