@@ -93,9 +93,9 @@ def key_reads(sources: Iterable[str]) -> set[str]:
                 for target in node.targets:
                     if (name := _target_name(target)) is not None:
                         bound.setdefault(name, set()).update(_strings(node.value))
-            elif isinstance(node, (ast.For, ast.comprehension)):
-                if (name := _target_name(node.target)) is not None:
-                    bound.setdefault(name, set()).update(_strings(node.iter))
+            elif (isinstance(node, (ast.For, ast.comprehension))
+                  and (name := _target_name(node.target)) is not None):
+                bound.setdefault(name, set()).update(_strings(node.iter))
     return direct | {key for name in carriers for key in bound.get(name, ())}
 
 
@@ -138,10 +138,10 @@ def test_unread_keys_key_defined_but_never_read_is_reported() -> None:
         "from monarch._src.config import duration_seconds\nx = duration_seconds('fake_key')",
         "from monarch._src import config\nx = config.get('fake_key')",
         # A key name handed to an object that reads it later.
-        "from monarch._src.config import duration_seconds\n"
-        "class M:\n    def __init__(self, every):\n        self.every = every\n"
-        "    def wait(self):\n        return duration_seconds(self.every)\n"
-        "m = M(every='fake_key')",
+        ("from monarch._src.config import duration_seconds\n"
+         "class M:\n    def __init__(self, every):\n        self.every = every\n"
+         "    def wait(self):\n        return duration_seconds(self.every)\n"
+         "m = M(every='fake_key')"),
         "from monarch._src.config import get\nv = [get(k) for k in ('other', 'fake_key')]",
     ],
 )
