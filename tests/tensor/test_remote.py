@@ -158,3 +158,16 @@ def test_module_level_decorated_remote(mesh2: Any) -> None:
         # a string path naming the decorated function runs the function too
         via_path = monarch.remote("tests.tensor.remote_fns.plus_one", propagate=lambda x: x)
         assert monarch.inspect(via_path(x), gpus=1).tolist() == [1.0, 2.0, 3.0]
+
+
+def test_send_remote_function_gives_port_each_procs_plain_result(mesh2: Any) -> None:
+    # getting_started.py's `send(check_memory, args=(), kwargs={}, port=port)`.
+    from monarch.actor import Channel, send
+
+    add = monarch.remote("tests.tensor.remote_fns.add_rank_bias")
+    port, recv = Channel.open()
+    with mesh2.activate():
+        x = mesh2.rank_tensor("gpus").to(torch.float32) + torch.zeros(2)
+        send(add, args=(x, 0.5), kwargs={}, port=port)
+    got = sorted(recv.recv().get(timeout=30).tolist() for _ in range(2))
+    assert got == [[0.5, 0.5], [1.5, 1.5]]

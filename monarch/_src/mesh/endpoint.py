@@ -356,6 +356,7 @@ def send(
     selection: str = "all",
 ) -> None:
     """Low-level cast: each target's return value goes to `port` (tagged with its rank)."""
-    if not isinstance(endpoint, Endpoint):
+    # The tensor engine's remote functions (a layer above) send through their own `_send`.
+    if not isinstance(endpoint, Endpoint) and not hasattr(type(endpoint), "_monarch_sendable"):
         raise TypeError(f"send expects an Endpoint (mesh.method), not {type(endpoint).__name__}.")
     endpoint._send(tuple(args), dict(kwargs or {}), port, selection)

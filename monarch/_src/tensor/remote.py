@@ -68,6 +68,9 @@ class PickledFunction:
 class Remote:
     """A function to run on every proc of the active mesh; see the module docstring."""
 
+    # `send(...)` (mesh/endpoint.py) takes it as it takes an endpoint: through `_send`.
+    _monarch_sendable = True
+
     def __init__(self, fn: Callable[..., Any] | str, propagate: Any = None) -> None:
         if not (callable(fn) or isinstance(fn, str)):
             raise TypeError(f"remote takes a function or a 'module.function' path, not {fn!r}.")
@@ -162,7 +165,8 @@ class Remote:
         return self._cache[key]
 
     # ---- actor adverbs --------------------------------------------------------------------
-    def _workers(self, args: Any, kwargs: Any) -> tuple[DeviceMesh, Any, Any]:
+    def _workers(self, args: Any, kwargs: Any,
+                 method: str = "run_function") -> tuple[DeviceMesh, Any, Any]:
         tree, mesh = split_tree((args, kwargs))
         active = active_mesh_or_none()
         if active is None:
@@ -175,7 +179,7 @@ class Remote:
         engine = active._engine
         engine.flush()
         workers = engine.workers._new_with_shape(active._shape)
-        return active, workers.run_function, tree
+        return active, getattr(workers, method), tree
 
     def _unwrap(self, engine: Any) -> Callable[[Any], Any]:
         import sys
@@ -222,6 +226,13 @@ class Remote:
         """Run on every proc without waiting for results."""
         _, ep, tree = self._workers(args, kwargs)
         ep.broadcast(self._wire, tree[0], tree[1])
+
+    def _send(self, args: tuple[Any, ...], kwargs: dict[str, Any], port: Any,
+              selection: str) -> None:
+        """`send(remote_fn, args, kwargs, port)`, as getting_started.py does on torchmonarch:
+        each proc's result goes to `port`, unwrapped."""
+        _, ep, tree = self._workers(args, kwargs, "send_function")
+        ep._send((self._wire, tree[0], tree[1]), {}, port, selection)
 
 
 def _map_value_mesh(vm: Any, fn: Callable[[Any], Any]) -> Any:

@@ -575,6 +575,21 @@ class TensorWorker(Actor):
             return False, WorkerError(-1, state.rank, traceback.format_exc())
 
     @endpoint
+    def send_function(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        """`run_function` for `send(remote_fn, ..., port=port)`: the port gets the plain result,
+        as from an actor's endpoint, and a failure is this endpoint's (the port's) error."""
+        global _current
+        state = self.state
+        _current = state
+        try:
+            a, k = state.resolve(args), state.resolve(kwargs)
+        except _Poisoned as p:
+            raise RuntimeError(
+                f"An argument of remote function {fn!r} failed earlier on rank {state.rank}:\n"
+                f"{p.error.text}") from None
+        return resolve_function(fn)(*a, **k)
+
+    @endpoint
     def reply_ports(self) -> Any:
         """The addresses of this worker's ports for actor replies: (`rref` results, replies
         of endpoint calls with distributed tensors among their arguments)."""
