@@ -33,7 +33,7 @@ from typing import Any, TextIO
 from monarch._src.lowlevel import encode
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import context
-from monarch._src.mesh.hosted import interruptible
+from monarch._src.mesh.interruption import interruptible
 
 __all__ = ["CELL_FILENAME", "CellResult", "MeshMagic", "RankError", "namespace"]
 

@@ -16,6 +16,7 @@ from monarch._src.mesh import casting
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
+from monarch._src.mesh.upgrade import upgrade_mesh
 from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
@@ -46,8 +47,11 @@ class _UpgradeAttribute:
     `__upgrade__(self, old_state)`, runs it with a copy of its old `__dict__`. The upgrade is
     queued behind the calls sent before it, which finish on the old code; later calls run the
     new code. A class from an imported module travels by value (its edited code, not what the
-    procs imported). If `__upgrade__` raises, that actor keeps its old class and state and the
-    returned future raises. Returns a `Future[None]`, done once every actor is upgraded.
+    procs imported). All ranks or none: if `__upgrade__` raises on any rank, every rank goes
+    back to its old class and state (nested objects included) and the returned future raises
+    an `ActorError` naming the mesh, the failing ranks and their exceptions (`mesh/upgrade.py`).
+    Returns a `Future[None]`, done once every actor applied the outcome. torchmonarch 0.7.0 has
+    no `upgrade`: this is an extension.
     """
 
     def __get__(self, mesh: ActorMesh[Any] | None, owner: type) -> Any:
@@ -287,26 +291,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         self._check_usable("upgrade")
         with by_value(new_class.__module__):
             payload = encode(new_class)
-        done = self._control_each_rank("upgrade_actor", (self._key, payload))
-        # From now on this object's endpoints are the new class's; back to the old ones if an
-        # actor refused the upgrade (it kept its old class).
-        old_class = self._class
-        self._set_class(new_class)
-
-        def refused(error: BaseException) -> BaseException:
-            if self._class is new_class:
-                self._set_class(old_class)
-            return error
-
-        def on_done(done: concurrent.futures.Future[Any]) -> None:
-            error = done.exception()
-            if error is not None:
-                refused(error)
-
-        # On the loop when it fails, and again in the reader's thread before it raises (the
-        # reader may wake before the loop's callbacks ran).
-        done.add_done_callback(on_done)
-        return Future.from_concurrent(done, None, refused)
+        return upgrade_mesh(self, new_class, payload)
 
     def _set_class(self, actor_class: type) -> None:
         self._class = actor_class

@@ -1,6 +1,7 @@
 """The proc agent's control operations, installed in every process's mailbox.
 
-`spawn`, `actor_ready`, `stop_actor`, `supervise`, `get_proc_mesh` and the relay's controls
+`spawn`, `actor_ready`, `stop_actor`, `upgrade_actor`/`upgrade_decision` (`upgrade.py`),
+`supervise`, `get_proc_mesh` and the relay's controls
 (`relay.py`) run on the runtime loop of the process that receives them. They never block the
 loop: work that waits (an actor's `__cleanup__`, a proc mesh still starting) is handed to the
 actor's thread or to a callback.
@@ -14,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.mesh import hooks, inbox, relay
+from monarch._src.mesh import hooks, inbox, relay, upgrade
 from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
@@ -58,6 +59,7 @@ def install_agent(rt: Runtime) -> None:
         key, reason = args
         actor = mailbox.actors.get(key)
         if isinstance(actor, HostedActor) and not actor.thread.stopped.is_set():
+            upgrade.abandon(actor)  # an upgrade waiting for its decision would hold the stop
             actor.thread.enqueue(inbox.Stop(inbox.STOP, reason, reply))
         elif reply is not None:
             mailbox.reply(reply, None, 0)
@@ -71,6 +73,14 @@ def install_agent(rt: Runtime) -> None:
             error = getattr(actor, "error", None) or SupervisionError(
                 f"actor {key} does not exist on this proc ({mailbox.address})")
             mailbox.reply_error(reply, error)
+
+    def upgrade_decision(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        key, commit = args
+        actor = mailbox.actors.get(key)
+        if isinstance(actor, HostedActor):
+            upgrade.decide(actor, commit, reply)
+        else:  # gone since it answered phase 1: nothing is left to roll back here
+            mailbox.reply(reply, None)
 
     def supervise(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         owner_key, mesh_name, mesh_key, rank, report = args
@@ -126,6 +136,7 @@ def install_agent(rt: Runtime) -> None:
     mailbox.control.update(
         cancel=cancel,
         upgrade_actor=upgrade_actor,
+        upgrade_decision=upgrade_decision,
         ping=ping,
         spawn=spawn,
         actor_ready=actor_ready,

@@ -7,52 +7,35 @@ becomes an `ActorError` for the caller and the actor lives on; without a reply p
 `BaseException`, the actor fails and its owner is told. A failed or stopped actor answers every
 later call with a `SupervisionError` at once.
 
-A call its caller cancelled (`Future.cancel`, or an interrupt while the caller waited) is dropped
-if it is still queued; if it is running, an async endpoint gets `asyncio.CancelledError` at its
-next `await` (a `@concurrent_endpoint` body too: its task is cancelled), and a sync endpoint
-sees `context().cancelled` (`check_cancelled()` raises `asyncio.CancelledError`); in monarch's
-procs `time.sleep` is a cancellation point too (`make_sleep_cancellable`). A sync endpoint
-that is still running `_CANCEL_GRACE` seconds later is interrupted: `asyncio.CancelledError` is
-raised in its thread at the next bytecode boundary, but only while every frame between the
-endpoint and the innermost one is the user's or a third-party library's code, never monarch's
-nor the standard library's (a lock of `threading`, `logging` or `queue` half taken, the import
-system or the runtime's own state could be left broken there); otherwise it is tried again every
-`_CANCEL_RETRY` seconds until the endpoint returns. Code blocked in a C call (a socket read,
-`select`) is interrupted when that call returns; one blocked on another call's Future has that
-call cancelled (`future.on_wait`). A cancelled call sends no reply (its caller
-stopped listening) and the actor goes on with the next message.
+Cancellation (`cancellation.py`: a cancelled call is dropped, or its endpoint cancelled or
+interrupted, under the interruption rule of `interruption.py`) and upgrades (`upgrade.py`) keep
+their state in the `CallCancellation` and the `upgrade_decision` of each `HostedActor`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
-import ctypes
 import inspect
 import logging
-import os
-import sys
-import sysconfig
 import textwrap
 import threading
-import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Callable, SupportsIndex, TypeVar
+from typing import Any, Callable
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh import inbox, telemetry
+from monarch._src.mesh import inbox, telemetry, upgrade
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
+from monarch._src.mesh.cancellation import CallCancellation
 from monarch._src.mesh.context import (
     CreatorInfo,
     Instance,
-    current_hosted,
     set_message_rank,
     set_thread_instance,
 )
+from monarch._src.mesh.interruption import call_hiding_loop
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
-from monarch._src.runtime import future as _future
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, decode
 from monarch._src.runtime.mailbox import Mailbox
@@ -66,7 +49,7 @@ from monarch._src.supervision.errors import (
     failure_report,
 )
 
-__all__ = ["HostedActor", "SpawnInfo", "interruptible", "make_sleep_cancellable"]
+__all__ = ["HostedActor", "SpawnInfo", "UndeliverableMessage", "extent_of"]
 
 logger = logging.getLogger(__name__)
 
@@ -93,11 +76,6 @@ _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 # How many multi-use ports (received in arguments) an actor answers for when it fails; older
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
-
-# How long a cancelled sync endpoint may run on before it is interrupted, and how often an
-# interruption that was not safe yet is tried again (seconds).
-_CANCEL_GRACE = 0.5
-_CANCEL_RETRY = 0.02
 
 # Set by the debugger (`monarch._src.debug`) while post-mortem debugging is on: called on the
 # actor's thread with (actor, method, exception) when an endpoint raised, before the outcome is
@@ -175,15 +153,10 @@ class HostedActor:
         self._answered: set[int] = set()
         self._initialized = False  # True once the user's __init__ returned
         self._cleaned = False  # True once __cleanup__ ran (it runs at most once)
-        # Cancellation (`cancel`). Calls are named by their reply port, unique per call.
-        self._running: Call | None = None  # the call being handled, not concurrent ones
-        self._running_sync = False  # ... and it runs a sync endpoint (on this thread)
-        self._cancelled: set[Any] = set()  # reply ports of cancelled calls not yet ended
-        self._concurrent: dict[Any, asyncio.Task[Any]] = {}  # reply port -> concurrent body
-        self._interrupt_lock = threading.Lock()  # orders an interruption with the call's end
-        self._interrupted: Call | None = None  # the sync call interrupted (at most once)
-        self.cancel_event = threading.Event()  # set while the running sync call is cancelled
-        self.waiting_on: Any = None  # the Future the running sync endpoint blocks on
+        self.cancellation = CallCancellation(mailbox, self.thread)  # which calls run, cancelled
+        # Set while an upgrade of this actor waits for its caller's decision (`upgrade.py`):
+        # resolved, on the actor's loop, with (commit, acknowledgement port).
+        self.upgrade_decision: asyncio.Future[tuple[bool, Any]] | None = None
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -205,78 +178,14 @@ class HostedActor:
         self.thread.enqueue(env)
 
     def cancel(self, reply: Any) -> None:
-        """The caller of the call replying to `reply` cancelled it (runtime loop): drop it if it
-        is queued, interrupt it if it runs (the module's docstring says how)."""
+        """The caller of the call replying to `reply` cancelled it (runtime loop)."""
         if self.failure is not None or reply is None:
             return
-        if any(isinstance(m, Call) and m.reply == reply for m in self.thread.queued()):
-            self._cancelled.add(reply)  # `_call` drops it when its turn comes
-            return
-        task = self._concurrent.get(reply)
-        if task is not None:
-            self._cancelled.add(reply)
-            self.thread.loop.call_soon_threadsafe(task.cancel)
-            return
-        running = self._running
-        if running is None or running.reply != reply:
-            return  # it ended already
-        self._cancelled.add(reply)
-        if self._running_sync:
-            with self._interrupt_lock:
-                if self._running is running:
-                    self.cancel_event.set()  # wakes a `time.sleep` of the endpoint
-                    waiting = self.waiting_on
-                    if waiting is not None:
-                        waiting.cancel()  # and cancels the call it waits for
-            self.mailbox.loop.call_later(_CANCEL_GRACE, self._interrupt_sync, running)
-        else:
-            self.thread.loop.call_soon_threadsafe(self._cancel_awaited, running)
+        self.cancellation.cancel(reply)
 
     def cancelled(self) -> bool:
         """Whether the caller of the call being handled cancelled it (`context().cancelled`)."""
-        running = self._running
-        return running is not None and running.reply in self._cancelled
-
-    def _cancel_awaited(self, call: Call) -> None:
-        # On the actor's loop, which runs this only while `_main` waits: if it still awaits
-        # this call's endpoint, cancelling `_main`'s task cancels what the endpoint awaits.
-        task = self.thread.main_task
-        if self._running is call and not self._running_sync and task is not None:
-            task.cancel()
-
-    def _interrupt_sync(self, call: Call) -> None:
-        """Raise `CancelledError` in the actor's thread while it runs `call`'s sync endpoint,
-        once, as soon as that is safe (runtime loop)."""
-        ident = self.thread.thread.ident
-        with self._interrupt_lock:
-            if self._running is not call or not self._running_sync or ident is None:
-                return
-            if not _in_user_code(ident):
-                self.mailbox.loop.call_later(_CANCEL_RETRY, self._interrupt_sync, call)
-                return
-            self._interrupted = call
-            ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                ctypes.c_ulong(ident), ctypes.py_object(asyncio.CancelledError))
-
-    def _end_sync(self, call: Call) -> None:
-        """A sync endpoint returned (actor thread): no interruption may come after this."""
-        with self._interrupt_lock:
-            self._running = None
-            self._running_sync = False
-            if self._interrupted is call:
-                self._interrupted = None
-                # Withdraw the exception if it was not raised yet (the endpoint returned first).
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(threading.get_ident()), None)
-
-    def _was_cancelled(self, call_id: Any, exc: BaseException) -> bool:
-        """Whether `exc` ends a call its caller cancelled (then nothing is sent back): an
-        `asyncio.CancelledError`, or the `concurrent.futures.CancelledError` of a call it waited
-        for, which its cancellation cancelled."""
-        if call_id in self._cancelled:
-            self._cancelled.discard(call_id)
-            return isinstance(exc, (asyncio.CancelledError, concurrent.futures.CancelledError))
-        return False
+        return self.cancellation.running_cancelled()
 
     def _on_thread_exit(self) -> None:
         self.mailbox.loop.call_soon_threadsafe(self._retire)
@@ -316,7 +225,7 @@ class HostedActor:
         if isinstance(msg, inbox.Undeliverable):
             return self._undeliverable(msg.message)
         if isinstance(msg, inbox.Upgrade):
-            return self._upgrade(msg)
+            return upgrade.prepare(self, msg)
         if isinstance(msg, inbox.Ready):
             if self.failure is not None:
                 self.mailbox.reply_error(msg.reply, self.failure, msg.rank)
@@ -353,7 +262,7 @@ class HostedActor:
         if inspect.iscoroutinefunction(cls.__init__):
             return self._guard_init(cls.__init__(obj, *args, **kwargs))
         try:
-            _call_hiding_loop(self.thread.loop, cls.__init__, obj, *args, **kwargs)
+            call_hiding_loop(self.thread.loop, cls.__init__, obj, *args, **kwargs)
         except BaseException as exc:
             self._fail(_init_report(self._display, exc), exc)
             return None
@@ -370,8 +279,8 @@ class HostedActor:
 
     def _call(self, env: Call) -> Any:
         method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
-        if self._cancelled and reply in self._cancelled:
-            self._cancelled.discard(reply)  # cancelled while it was queued
+        cancellation = self.cancellation
+        if cancellation.drop_queued(reply):
             return None
         rank = Point(cast[0], extent_of(cast[1], cast[2]))
         set_message_rank(rank)
@@ -380,7 +289,7 @@ class HostedActor:
                 args, kwargs = decode(payload)
         except Exception as exc:
             if reply is not None:
-                self._send_error(reply, cast[0], self._actor_error(method, exc))
+                self._send_error(reply, cast[0], self.actor_error(method, exc))
             else:
                 self._fail(f"{self._display} could not decode a message for {method}: {exc}", exc)
             return None
@@ -389,7 +298,7 @@ class HostedActor:
         if fn is None:
             missing = AttributeError(f"{self._display} has no endpoint named {method!r}.")
             if reply is not None:
-                self._send_error(reply, cast[0], self._actor_error(method, missing))
+                self._send_error(reply, cast[0], self.actor_error(method, missing))
             return None
         explicit = prop is not None and prop._explicit_response_port
         if explicit:
@@ -413,34 +322,29 @@ class HostedActor:
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 if env.reply is not None:
-                    self._concurrent[env.reply] = task
+                    cancellation.concurrent[env.reply] = task
                 return None
-            self._running = env
+            cancellation.running = env
             return coro
-        with self._interrupt_lock:
-            self._running = env
-            self._running_sync = True
-            if self.cancel_event.is_set():
-                self.cancel_event.clear()
+        cancellation.begin_sync(env)
         try:
             try:
-                result = _call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
+                result = call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
             finally:
-                self._end_sync(env)
+                cancellation.end_sync(env)
         except Exception as exc:
-            if self._was_cancelled(env.reply, exc):
+            if cancellation.was_cancelled(env.reply, exc):
                 self._settle(env.reply, cast[0])
                 return None
             self._outcome_error(method, exc, reply, cast[0], explicit)
             return None
         except BaseException as exc:
-            if self._was_cancelled(env.reply, exc):
+            if cancellation.was_cancelled(env.reply, exc):
                 self._settle(env.reply, cast[0])
                 return None
             self._outcome_base_error(method, exc, reply, cast[0])
             return None
-        if self._cancelled:
-            self._cancelled.discard(env.reply)
+        cancellation.ended(env.reply)
         if reply is not None:
             self._send_value(reply, cast[0], result, method)
         return None
@@ -452,13 +356,13 @@ class HostedActor:
         try:
             result = await fn(*args, **kwargs)
         except Exception as exc:
-            self._cancelled.discard(call.reply)
+            self.cancellation.cancelled.discard(call.reply)
             self._outcome_error(method, exc, reply, rank, explicit)
             return
         except BaseException as exc:
             if isinstance(exc, asyncio.CancelledError) and self.failure is not None:
                 return
-            if self._was_cancelled(call.reply, exc):
+            if self.cancellation.was_cancelled(call.reply, exc):
                 task = asyncio.current_task()
                 uncancel = getattr(task, "uncancel", None)  # Python 3.11+
                 if uncancel is not None and not concurrent:
@@ -477,11 +381,10 @@ class HostedActor:
             return
         finally:
             if concurrent:
-                self._concurrent.pop(call.reply, None)
-            elif self._running is call:
-                self._running = None
-        if self._cancelled:
-            self._cancelled.discard(call.reply)
+                self.cancellation.concurrent.pop(call.reply, None)
+            elif self.cancellation.running is call:
+                self.cancellation.running = None
+        self.cancellation.ended(call.reply)
         if reply is not None:
             self._send_value(reply, rank, result, method)
 
@@ -491,7 +394,7 @@ class HostedActor:
         if endpoint_error_hook is not None:
             endpoint_error_hook(self, method, exc)
         if reply is not None:
-            self._send_error(reply, rank, self._actor_error(method, exc))
+            self._send_error(reply, rank, self.actor_error(method, exc))
         else:
             # No reply port takes this outcome: the actor fails, its owner is told, and the
             # ports it holds (an explicit response port among them) get the failure.
@@ -503,7 +406,8 @@ class HostedActor:
         # The failure answers the reply port, with every other port this actor owes.
         self._fail(failure_report(self._display, _aborted(exc)), exc)
 
-    def _actor_error(self, method: str, exc: BaseException) -> ActorError:
+    def actor_error(self, method: str, exc: BaseException) -> ActorError:
+        """The error a caller gets when `method` of this actor raised `exc`."""
         return ActorError(exc, f"Actor call {self.info.name}.{method} failed.")
 
     def _send_value(self, reply: Any, rank: int, value: Any, method: str) -> None:
@@ -511,7 +415,7 @@ class HostedActor:
         try:
             self.mailbox.reply(reply, value, rank)
         except Exception as exc:  # the result could not be pickled
-            self._send_error(reply, rank, self._actor_error(method, exc))
+            self._send_error(reply, rank, self.actor_error(method, exc))
 
     def _send_error(self, reply: Any, rank: int | None, err: BaseException) -> None:
         self._settle(reply, rank)
@@ -625,64 +529,12 @@ class HostedActor:
         by_key = {getattr(m, "_key", None) or m._id: m for m in self.instance.owned_meshes}
         return [by_key[k] for k in tree.owner_failed(self.info.actor_key) if k in by_key]
 
-    def _upgrade(self, msg: inbox.Upgrade) -> Any:
-        """Become an instance of the new class, keeping `__dict__` (`ActorMesh.upgrade`)."""
-        rank = self.info.rank
-        if self.failure is not None or self.obj is None:
-            self.mailbox.reply_error(msg.reply, self.failure or SupervisionError(
-                f"{self._display} cannot be upgraded: it was never initialized"), rank)
-            return None
-        try:
-            new_class = decode(msg.payload)
-        except Exception as exc:
-            self.mailbox.reply_error(msg.reply, self._actor_error("upgrade", exc), rank)
-            return None
-        obj = self.obj
-        before = (type(obj), dict(obj.__dict__), self.endpoints)
-        try:
-            obj.__class__ = new_class
-        except TypeError as exc:  # a layout __class__ assignment refuses (slots, builtins)
-            self.mailbox.reply_error(msg.reply, self._actor_error("upgrade", exc), rank)
-            return None
-        self.endpoints = endpoints_of(new_class)
-        hook = getattr(obj, "__upgrade__", None)
-        if hook is None:
-            self.mailbox.reply(msg.reply, None, rank)
-            return None
-        if inspect.iscoroutinefunction(hook):
-            return self._upgrade_async(hook, before, msg.reply)
-        try:
-            _call_hiding_loop(self.thread.loop, hook, dict(before[1]))
-        except Exception as exc:
-            self._revert_upgrade(before, msg.reply, exc)
-            return None
-        self.mailbox.reply(msg.reply, None, rank)
-        return None
-
-    async def _upgrade_async(self, hook: Any, before: Any, reply: Any) -> None:
-        try:
-            await hook(dict(before[1]))
-        except Exception as exc:
-            self._revert_upgrade(before, reply, exc)
-            return
-        self.mailbox.reply(reply, None, self.info.rank)
-
-    def _revert_upgrade(self, before: Any, reply: Any, exc: Exception) -> None:
-        """`__upgrade__` raised: back to the old class, state and endpoints."""
-        old_class, old_state, old_endpoints = before
-        obj = self.obj
-        obj.__class__ = old_class
-        obj.__dict__.clear()
-        obj.__dict__.update(old_state)
-        self.endpoints = old_endpoints
-        self.mailbox.reply_error(reply, self._actor_error("__upgrade__", exc), self.info.rank)
-
     def _undeliverable(self, message: UndeliverableMessage) -> None:
         """A message this actor sent bounced: the actor may swallow it, else it fails."""
         if self.failure is not None or self.obj is None:
             return
         try:
-            handled = _call_hiding_loop(
+            handled = call_hiding_loop(
                 self.thread.loop, self.obj._handle_undeliverable_message, message
             )
         except Exception as exc:
@@ -714,7 +566,7 @@ class HostedActor:
         if inspect.iscoroutinefunction(handler):
             return self._supervise_async(handler, failure)
         try:
-            handled = _call_hiding_loop(self.thread.loop, handler, failure)
+            handled = call_hiding_loop(self.thread.loop, handler, failure)
         except Exception as exc:
             return self._unhandled(failure, exc)
         if not handled:
@@ -777,7 +629,7 @@ class HostedActor:
             if error is None:
                 self.mailbox.reply(reply, None, self.info.rank)
             else:
-                self.mailbox.reply_error(reply, self._actor_error("__cleanup__", error),
+                self.mailbox.reply_error(reply, self.actor_error("__cleanup__", error),
                                          self.info.rank)
         self.thread.enqueue(STOP)
 
@@ -790,7 +642,7 @@ class HostedActor:
         if inspect.iscoroutinefunction(cleanup):
             await asyncio.wait_for(cleanup(exc), duration_seconds("cleanup_timeout"))
         else:
-            _call_hiding_loop(self.thread.loop, cleanup, exc)
+            call_hiding_loop(self.thread.loop, cleanup, exc)
 
     async def _cleanup_after_failure(self, report: str) -> None:
         """As in Monarch, a failed actor's `__cleanup__` gets an `Exception` saying why."""
@@ -840,93 +692,7 @@ def _aborted(exc: BaseException) -> str:
     )
 
 
-def _call_hiding_loop(loop: asyncio.AbstractEventLoop, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call a sync function on the actor's thread with no running loop visible (Monarch §2.2)."""
-    asyncio.events._set_running_loop(None)
-    try:
-        return fn(*args, **kwargs)
-    finally:
-        asyncio.events._set_running_loop(loop)
-
-
-
 def failure_event_of(failure: Any) -> str:
     """The supervision event a `MeshFailure` carries (its `str` shows it)."""
     event = getattr(failure, "event", None)
     return event if isinstance(event, str) else failure_event(failure.report())
-
-
-# Monarch functions whose frames count as the user's code for `_in_user_code`.
-_INTERRUPTIBLE: set[Any] = set()
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def interruptible(fn: F) -> F:
-    """Mark a monarch function that runs the user's code (the `%%mesh` cell runner) as a place
-    where a cancelled sync endpoint may be interrupted, as in the user's own code; it must hold
-    no lock and leave nothing half-done when an exception comes out of any line."""
-    _INTERRUPTIBLE.add(fn.__code__)
-    return fn
-
-
-_MONARCH_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-_STDLIB_DIR = sysconfig.get_paths()["stdlib"]
-_LIBRARY_DIRS = tuple({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
-
-
-def _in_user_code(ident: int) -> bool:
-    """Whether thread `ident` runs, from its innermost frame out to the endpoint, only the
-    user's or third-party libraries' code (where an interruption is as safe as a Ctrl-C in a
-    script), never monarch's nor the standard library's."""
-    frame = sys._current_frames().get(ident)
-    while frame is not None:
-        code = frame.f_code
-        if code is _call_hiding_loop.__code__:
-            return True  # reached the endpoint's caller
-        if code in _INTERRUPTIBLE:
-            frame = frame.f_back
-            continue
-        name = code.co_filename
-        if name.startswith(_MONARCH_DIR + os.sep) or name.startswith("<frozen"):
-            return False
-        if name.startswith(_STDLIB_DIR + os.sep) and not name.startswith(_LIBRARY_DIRS):
-            return False
-        frame = frame.f_back
-    return False
-
-
-_blocking_sleep = time.sleep
-
-
-def _sleep(seconds: float | SupportsIndex) -> None:
-    """`time.sleep` in a monarch proc: as the original, except in a sync endpoint whose call is
-    cancelled, where it returns at once by raising `asyncio.CancelledError`."""
-    host = current_hosted()
-    delay = float(seconds) if isinstance(seconds, (int, float)) else None
-    if host is None or not host._running_sync or delay is None or not delay > 0:
-        _blocking_sleep(seconds)  # as time.sleep does (other types, NaN, < 0, 0)
-        return
-    if host.cancel_event.wait(delay):
-        raise asyncio.CancelledError("the caller cancelled this call")
-
-
-def make_sleep_cancellable() -> None:
-    """Make `time.sleep` a cancellation point of sync endpoints in this process (run in every
-    proc by the proc wiring, not in the user's controller). Other threads, and code that took
-    `sleep` from `time` before, sleep as always."""
-    time.sleep = _sleep
-
-
-def _note_wait(fut: Any) -> None:
-    """`future.on_wait`: remember what a sync endpoint blocks on, so that cancelling its call
-    cancels that too (a call to another actor, cancelled in turn there)."""
-    host = current_hosted()
-    if host is None or not host._running_sync:
-        return
-    host.waiting_on = fut
-    if fut is not None and host.cancel_event.is_set():
-        fut.cancel()  # cancelled before it began to wait
-
-
-_future.on_wait = _note_wait

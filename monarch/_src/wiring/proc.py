@@ -7,7 +7,7 @@ calls it by that name (on whichever host the proc runs: the name travels in the 
 
 from __future__ import annotations
 
-from monarch._src.mesh.hosted import make_sleep_cancellable
+from monarch._src.mesh.cancellation import make_sleep_cancellable
 from monarch._src.wiring import controller
 
 __all__ = ["install"]
@@ -18,6 +18,6 @@ def install() -> None:
     spawns, and the controller wiring already installs the debug agent (`breakpoint()`,
     post-mortem, stack dumps) in the process it runs in, so this is the controller's
     `install()`, plus what only procs do: `time.sleep` becomes a cancellation point of sync
-    endpoints (`mesh.hosted.make_sleep_cancellable`)."""
+    endpoints (`mesh.cancellation.make_sleep_cancellable`)."""
     controller.install()
     make_sleep_cancellable()
