@@ -63,6 +63,9 @@ NOT_APPLICABLE: dict[str, str] = {
     "test_rust_bindings_load.py": "loads the compiled Rust extension modules (.so) themselves",
     "test_signal_safe_block_on.py": "the Rust runtime's signal-safe tokio block_on",
     "_monarch/test_waker.py": "the Rust-side waker that wakes Python from tokio",
+    "test_extension_linking.py": "readelf checks of the compiled extension's DT_NEEDED entries",
+    "test_rust_struct_mixins.py": "Python mixins patched onto @rust_struct classes (a Rust "
+                                  "test struct)",
 }
 
 SIDES = ("ours", "torchmonarch")
@@ -393,6 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer", default=str(PEER_PYTHON), help="torchmonarch's venv's python")
     parser.add_argument("--only", default="", help="test files or folders under python/tests, "
                                                    "comma-separated (default: all)")
+    parser.add_argument("--examples", default="",
+                        help="only the examples whose path contains one of these, "
+                             "comma-separated (default: all)")
     parser.add_argument("--no-tests", action="store_true")
     parser.add_argument("--no-examples", action="store_true")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (at most 2)")
@@ -476,7 +482,8 @@ def main(argv: list[str] | None = None) -> int:
             if f not in NOT_APPLICABLE]
         # The examples first: they are few, and a run cut short by --total-timeout still has them.
         jobs: list[tuple[Any, str]] = [] if args.no_examples else [
-            (one_example, e) for e in example_files(tmp)]
+            (one_example, e) for e in example_files(tmp)
+            if not args.examples or any(w in e for w in args.examples.split(",") if w)]
         jobs += [(one_test, f) for f in files]
 
         def both_sides(fn: Any, name: str) -> None:
