@@ -420,6 +420,9 @@ def main(argv: list[str] | None = None) -> int:
     pythons = {"ours": args.ours, "torchmonarch": args.peer}
 
     started = datetime.datetime.now(datetime.timezone.utc)
+    # What ours was at the start: a run takes long enough for commits to land meanwhile.
+    commit = bench_all._git("rev-parse", "HEAD")
+    dirty = bool(bench_all._git("status", "--porcelain", "--untracked-files=no"))
     load_before = os.getloadavg()
     t0 = time.perf_counter()
     deadline = time.monotonic() + args.total_timeout
@@ -522,8 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         "what": "Monarch's own tests and examples, ours / torchmonarch 0.7.0",
         "command": [Path(sys.executable).name, "benchmarks/upstream.py",
                     *(argv if argv is not None else sys.argv[1:])],
-        "commit": bench_all._git("rev-parse", "HEAD"),
-        "dirty": bool(bench_all._git("status", "--porcelain", "--untracked-files=no")),
+        "commit": commit,
+        "dirty": dirty,
         "started_utc": started.isoformat(timespec="seconds"),
         "wall_s": round(time.perf_counter() - t0, 1),
         "cpus": os.cpu_count(),
