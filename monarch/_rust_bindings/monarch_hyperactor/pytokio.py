@@ -114,6 +114,8 @@ class PythonTask(Generic[T]):
     def block_on(self) -> T:
         """Run the task on the runtime and wait for its result (consumes the task)."""
         if in_runtime_thread():
+            # The task is consumed either way, as on Monarch: its coroutine will never run.
+            self._take().close()
             raise WouldBlockRuntime(
                 f"PythonTask.block_on() would block the runtime thread "
                 f"{threading.current_thread().name}. Await the task there instead."
