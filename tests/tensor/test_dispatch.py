@@ -129,6 +129,19 @@ def test_autograd_backward_runs_on_mesh(mesh2: Any) -> None:
     assert torch.equal(grad, torch.tensor([-2.0, -4.0, -6.0]))
 
 
+def test_local_tensors_in_a_batch_sent_inside_activate_travel_by_value(mesh2: Any) -> None:
+    # coalescing() sends its batch on this thread as the block ends, with the mesh's dispatch
+    # mode active: pickling the local constant must read its bytes, not issue a remote detach
+    # (the cause of a flake: "invalid python storage" when an inspect flushed before the timer).
+    const = torch.tensor([1.0, 2.0, 3.0])
+    with mesh2.activate():
+        with monarch.coalescing():
+            x = torch.zeros(3) - const
+            y = x - torch.tensor([1.0, 1.0, 1.0])
+        got = monarch.inspect((x, y))
+    assert torch.equal(got[0], -const) and torch.equal(got[1], -const - 1)
+
+
 def test_worker_environment_variables(mesh2: Any) -> None:
     env = monarch.remote("tests.tensor.remote_fns.env_vars")
     with mesh2.activate():

@@ -85,6 +85,14 @@ def reduce_tensor(tensor: torch.Tensor, storages: dict[tuple[int, int], StorageF
     """
     import torch
 
+    if torch._C._len_torch_dispatch_stack():
+        # A dispatch mode on this thread (a mesh's `activate()`, say) would take the reads
+        # below for its own ops: `detach` would return its tensor, not a view of this one's
+        # memory. The bytes are the local tensor's, so read them with the modes out of the way.
+        from torch.utils._python_dispatch import _disable_current_modes
+
+        with _disable_current_modes():
+            return reduce_tensor(tensor, storages)
     if (
         tensor.layout != torch.strided
         or tensor.is_quantized
