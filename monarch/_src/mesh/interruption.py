@@ -36,6 +36,7 @@ def interruptible(fn: F) -> F:
     where a cancelled sync endpoint may be interrupted, as in the user's own code; it must hold
     no lock and leave nothing half-done when an exception comes out of any line."""
     _INTERRUPTIBLE.add(fn.__code__)
+    _user.pop(fn.__code__, None)  # an answer given before it was marked
     return fn
 
 
