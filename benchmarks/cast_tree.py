@@ -22,12 +22,12 @@ import statistics
 import time
 from typing import Any
 
-from monarch.actor import Actor, attach_to_workers, endpoint
-from monarch.config import configured
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.runtime.envelope import CALL, CONTROL
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.transport import comm
+from monarch.actor import Actor, attach_to_workers, endpoint
+from monarch.config import configured
 
 
 class Echo(Actor):

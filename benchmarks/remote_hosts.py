@@ -17,8 +17,8 @@ import statistics
 import time
 from typing import Any
 
-from monarch.actor import Actor, attach_to_workers, endpoint, this_host
 from monarch._src.hosts.local_workers import LocalWorkers
+from monarch.actor import Actor, attach_to_workers, endpoint, this_host
 
 
 class Echo(Actor):

@@ -32,13 +32,13 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-
 from simval_models import MODELS, SIZES, train_step  # noqa: E402
 
 DIM = "gpus"  # the real mesh's dimension; the simulated mesh's is "gpu"

@@ -52,9 +52,9 @@ import threading
 import time
 from typing import Any
 
+import monarch.actor
 from monarch._src.hosts.local import local_agent
 from monarch._src.supervision.errors import SupervisionError
-import monarch.actor
 from monarch.actor import Actor, endpoint, this_host
 
 # Bound on gathering every future, counted from the start of gathering.

@@ -15,7 +15,8 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.mesh import telemetry
 

@@ -43,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads as wl  # noqa: E402  (same folder: its helpers and its system detection)
+
 from monarch.actor import Actor, endpoint, this_host  # noqa: E402
 
 GET_TIMEOUT_S = 300.0  # 96 torchmonarch procs take about 30 s to come up here

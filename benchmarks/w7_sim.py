@@ -38,7 +38,6 @@ import asyncio
 import concurrent.futures
 import functools
 import math
-import statistics
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -46,6 +45,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import workloads as wl
+
 from monarch._src.mesh.agent import install_agent
 from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable
 from monarch._src.runtime.mailbox import Mailbox

@@ -41,6 +41,7 @@ home module, where its documentation lives:
 from __future__ import annotations
 
 from monarch._src.mesh import casting, hooks
+from monarch._src.mesh.call_future import CallProgress, MeshFuture, RankProgress
 from monarch._src.mesh.casting import (
     CastPlan,
     EndpointTarget,
@@ -50,7 +51,6 @@ from monarch._src.mesh.casting import (
     post_call,
     target,
 )
-from monarch._src.mesh.call_future import CallProgress, MeshFuture, RankProgress
 from monarch._src.mesh.context import current_hosted
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable, agents, forget, register
 from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
@@ -106,22 +106,24 @@ from monarch._src.transport.tls import ssl_contexts, tls_enabled
 __all__ = [
     "CALL",
     "CONTROL",
+    "LARGE_TRANSFER",
     "PENDING_PREFIX",
     "PORT",
     "PORT_CLOSED",
     "PORT_ERROR",
     "PORT_VALUE",
+    "SHM_DIR",
+    "SHM_PREFIX",
     "Call",
     "CallProgress",
     "CastPlan",
     "Control",
     "EndpointTarget",
     "Future",
-    "Interrupted",
     "GatherPort",
     "Health",
     "HostAgent",
-    "LARGE_TRANSFER",
+    "Interrupted",
     "MeshFuture",
     "NullRenderer",
     "OncePort",
@@ -132,8 +134,6 @@ __all__ = [
     "ProgressState",
     "RankProgress",
     "RankState",
-    "SHM_DIR",
-    "SHM_PREFIX",
     "Runtime",
     "StreamPort",
     "TerminalRenderer",
@@ -153,15 +153,15 @@ __all__ = [
     "get_runtime",
     "hooks",
     "loop_running_here",
-    "quiet_blocking_on",
     "mesh_id",
     "on_start",
     "owned_name",
     "plan",
     "post_call",
     "proc_rank_state",
-    "process_start_time",
     "proc_table",
+    "process_start_time",
+    "quiet_blocking_on",
     "register",
     "root_of",
     "routable_ip",

@@ -11,7 +11,8 @@ stops them. `mock_mesh` (Monarch's mesh over a mock controller) has no counterpa
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 __all__ = ["TestingContext", "mock_mesh"]
 

@@ -20,6 +20,17 @@ import sys  # noqa: E402
 from typing import Any
 
 from monarch._src.config import ChannelTransport, configure, get as _config_get, parse_transport
+from monarch._src.debug import debug_controller
+from monarch._src.hosts.remote import (
+    attach_to_workers,
+    default_bootstrap_cmd,
+    hosts_from_config,
+    hosts_from_dask,
+    run_worker_loop_forever,
+    run_worker_loop_until_shutdown,
+    start_worker_loop_forever,
+)
+from monarch._src.mesh import hooks as _hooks
 from monarch._src.mesh.accumulator import Accumulator
 from monarch._src.mesh.actor import Actor, concurrent_endpoint, endpoint
 from monarch._src.mesh.actor_mesh import ActorMesh
@@ -39,25 +50,14 @@ from monarch._src.mesh.lifecycle import shutdown_context
 from monarch._src.mesh.log_prefix import install_log_prefix as _install_log_prefix
 from monarch._src.mesh.port import Channel, Port, PortReceiver
 from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
-from monarch._src.mesh.telemetry import get_meter, span, traced
-from monarch._src.hosts.remote import (
-    attach_to_workers,
-    default_bootstrap_cmd,
-    hosts_from_config,
-    hosts_from_dask,
-    run_worker_loop_forever,
-    run_worker_loop_until_shutdown,
-    start_worker_loop_forever,
-)
-from monarch._src.debug import debug_controller
-from monarch._src.mesh.unsupported import attach
 from monarch._src.mesh.returns_future import returns_future
+from monarch._src.mesh.telemetry import get_meter, span, traced
+from monarch._src.mesh.unsupported import attach
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import ActorError, MeshFailure
-from monarch._src.mesh import hooks as _hooks
 from monarch._src.wiring import controller as _wiring
 
 _wiring.install()
@@ -67,50 +67,50 @@ __all__ = [
     "Accumulator",
     "Actor",
     "ActorError",
-    "current_actor_name",
-    "as_endpoint",
-    "current_rank",
-    "current_size",
-    "concurrent_endpoint",
-    "endpoint",
-    "Future",
-    "Point",
-    "ProcMesh",
-    "ProcId",
     "Channel",
-    "send",
-    "shutdown_context",
-    "ValueMesh",
-    "debug_controller",
-    "get_or_spawn_controller",
-    "this_host",
-    "this_proc",
-    "default_bootstrap_cmd",
-    "HostMesh",
-    "context",
-    "check_cancelled",
-    "hosts_from_config",
-    "Port",
-    "PortReceiver",
+    "ChannelTransport",
+    "Context",
     "Endpoint",
     "Extent",
+    "Future",
+    "HostMesh",
+    "MeshFailure",
+    "Point",
+    "Port",
+    "PortReceiver",
+    "ProcId",
+    "ProcMesh",
+    "Uid",
+    "ValueMesh",
+    "as_endpoint",
+    "attach",
+    "attach_to_workers",
+    "check_cancelled",
+    "concurrent_endpoint",
+    "config",
+    "context",
+    "current_actor_name",
+    "current_rank",
+    "current_size",
+    "debug_controller",
+    "default_bootstrap_cmd",
+    "enable_transport",
+    "endpoint",
+    "get_meter",
+    "get_or_spawn_controller",
+    "hosts_from_config",
+    "hosts_from_dask",
+    "returns_future",
     "run_worker_loop_forever",
     "run_worker_loop_until_shutdown",
-    "start_worker_loop_forever",
-    "returns_future",
-    "attach_to_workers",
-    "hosts_from_dask",
-    "attach",
-    "enable_transport",
-    "Context",
-    "ChannelTransport",
-    "unhandled_fault_hook",
-    "MeshFailure",
-    "config",
-    "get_meter",
+    "send",
+    "shutdown_context",
     "span",
+    "start_worker_loop_forever",
+    "this_host",
+    "this_proc",
     "traced",
-    "Uid",
+    "unhandled_fault_hook",
 ]
 
 _ = (ActorMesh, Instance)

@@ -11,8 +11,8 @@ Durations are humantime strings ("30s", "1m 30s", "500ms") and read back in cano
 
 # ChannelTransport is importable from here for convenience (its public home is monarch.actor); the
 # redundant alias marks it as an intended re-export although it is not in __all__.
-from monarch._src.config import ChannelTransport as ChannelTransport
 from monarch._src.config import (
+    ChannelTransport as ChannelTransport,
     Encoding,
     clear_runtime_config,
     configure,

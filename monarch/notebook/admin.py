@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import threading
+
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
 from monarch._src.admin.model import AdminModel, Snapshot, find_proc

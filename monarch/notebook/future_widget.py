@@ -23,7 +23,7 @@ import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type in
 from monarch._src.lowlevel import CallProgress, MeshFuture, RankProgress
 from monarch.notebook.widgets import _CELL_STYLE, _stop_polling, rank_grid
 
-__all__ = ["FUTURE_COLORS", "FutureView", "WIDGET_VIEW_MIME", "mimebundle"]
+__all__ = ["FUTURE_COLORS", "WIDGET_VIEW_MIME", "FutureView", "mimebundle"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 

@@ -16,18 +16,18 @@ from __future__ import annotations
 import html
 import socket
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
+from monarch._src.lowlevel import CastPlan, Health, Progress, plan
 from monarch._src.mesh import traffic
 from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.lowlevel import CastPlan, plan
 from monarch._src.mesh.html import STATE_COLORS
 from monarch._src.mesh.proc_mesh import ProcMesh, proc_table
-from monarch._src.lowlevel import Health, Progress
-from monarch.notebook.progress_widget import ProgressBar
 from monarch._src.shape import Extent
+from monarch.notebook.progress_widget import ProgressBar
 
 __all__ = ["MeshView", "spawn_progress"]
 

@@ -8,8 +8,7 @@ launch overhead); `cpu_profile()` and `engine_profile(procs)` calibrate one on t
 """
 
 from monarch._src.simulator.calibrate import engine_profile, threads_per_worker
-from monarch._src.simulator.history import load as load_history
-from monarch._src.simulator.history import record
+from monarch._src.simulator.history import load as load_history, record
 from monarch._src.simulator.interface import (
     SimulateMode,
     SimulationResult,
@@ -24,10 +23,10 @@ from monarch._src.simulator.network import CommModel
 from monarch._src.simulator.profiles import H100, H200, DeviceProfile, cpu_profile, get_profile
 
 __all__ = [
-    "CommModel",
-    "DeviceProfile",
     "H100",
     "H200",
+    "CommModel",
+    "DeviceProfile",
     "SimulateMode",
     "SimulationResult",
     "Simulator",

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from monarch.actor import this_host
-
 from monarch._src.admin.model import find_proc
 from monarch._src.admin.stacks import dump_stacks
 from monarch._src.debug import debug_controller
+from monarch.actor import this_host
 from tests.debug.actors import Gate, Paused
 
 

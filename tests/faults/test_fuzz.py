@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from monarch._src.transport.comm import encode_batch
-from monarch.actor import Actor, endpoint, this_host
 from monarch._src.transport.socket_channel import HEAD, SocketChannel, frame_buffers
+from monarch.actor import Actor, endpoint, this_host
 
 pytestmark = pytest.mark.timeout(60)
 

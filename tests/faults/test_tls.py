@@ -16,7 +16,6 @@ cryptography = pytest.importorskip("cryptography")
 
 from tests.tls_certs import write_cluster_cert  # noqa: E402  (after the importorskip)
 
-
 _CLIENT = textwrap.dedent(
     """
     import os, socket, ssl

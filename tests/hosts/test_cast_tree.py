@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from monarch.actor import Actor, attach_to_workers, current_rank, endpoint
-from monarch.config import configured
 from monarch._src.runtime.envelope import CALL, CONTROL
 from monarch._src.supervision.errors import SupervisionError
+from monarch.actor import Actor, attach_to_workers, current_rank, endpoint
+from monarch.config import configured
 from tests.cast_spies import Casts
 from tests.hosts.conftest import Workers
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from monarch.actor import Actor, endpoint, hosts_from_config, hosts_from_dask
 from monarch._src.hosts.dask import pick_workers
 from monarch._src.supervision.errors import SupervisionError
+from monarch.actor import Actor, endpoint, hosts_from_config, hosts_from_dask
 from tests.hosts.conftest import REPO, end_processes, free_port, wait_listening, worker_env
 
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from monarch.actor import Actor, attach_to_workers, endpoint, this_host
-from tests.hosts.conftest import REPO, Workers, end_processes, free_port, wait_listening, \
-    worker_env
+from tests.hosts.conftest import REPO, Workers, end_processes, free_port, wait_listening, worker_env
 
 TRUST = "trust_all_connections"
 

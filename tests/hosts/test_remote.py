@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.supervision.errors import SupervisionError
 from monarch.actor import (
     Actor,
     ActorError,
@@ -20,7 +21,6 @@ from monarch.actor import (
     endpoint,
     hosts_from_config,
 )
-from monarch._src.supervision.errors import SupervisionError
 from tests.hosts.conftest import (
     REPO,
     Workers,
@@ -334,9 +334,9 @@ def test_remote_proc_output_is_forwarded_to_the_client(
 
 
 def test_tcp_transport_listens_on_a_routable_address() -> None:
-    from monarch.config import configured
     from monarch._src.config import ChannelTransport
     from monarch._src.runtime.runtime import _listen_address, routable_ip
+    from monarch.config import configured
 
     with configured(default_transport=ChannelTransport.TcpWithHostname):
         assert _listen_address() == f"tcp://{routable_ip()}:0"

@@ -23,8 +23,6 @@ from pathlib import Path
 import pytest
 
 import monarch
-from monarch.actor import HostMesh, attach_to_workers
-from monarch.config import configure, configured, get_global_config
 from monarch._src.hosts.remote_agent import RemoteHostAgent
 from monarch._src.hosts.versions import (
     Mismatch,
@@ -35,6 +33,8 @@ from monarch._src.hosts.versions import (
     format_table,
     warn_mismatches,
 )
+from monarch.actor import HostMesh, attach_to_workers
+from monarch.config import configure, configured, get_global_config
 from tests.hosts.conftest import REPO, end_processes, free_port, wait_listening, worker_env
 
 pytestmark = pytest.mark.timeout(90)

@@ -6,7 +6,8 @@ the argument is freed, never while it lives (transport/bufpool.py).
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

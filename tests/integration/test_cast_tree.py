@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import monarch
+from monarch._src.runtime.envelope import CALL, CONTROL
 from monarch.actor import Actor, current_rank, endpoint, this_host
 from monarch.config import configured
-from monarch._src.runtime.envelope import CALL, CONTROL
 from tests.cast_spies import Casts
 
 pytestmark = pytest.mark.timeout(90)

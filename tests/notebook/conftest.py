@@ -3,7 +3,7 @@ defaults differ under IPython (`enable_log_forwarding`) and later tests run in t
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -173,10 +173,9 @@ def test_future_view_draws_each_rank_and_the_failed_rank_error(gated: Any) -> No
 
 
 def test_a_dead_proc_fails_its_pending_ranks_and_ends_iteration() -> None:
+    import monarch.actor
     from monarch.actor import this_host
     from monarch.notebook import FutureView
-
-    import monarch.actor
 
     failed = threading.Event()
     old_hook = monarch.actor.unhandled_fault_hook

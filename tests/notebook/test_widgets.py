@@ -167,8 +167,9 @@ print(view.summary.value)
 
 
 def test_mesh_view_in_kernel_opens_comm_and_sends_failed_update() -> None:
-    from monarch.notebook.widgets import STATE_COLORS
     from jupyter_client.manager import start_new_kernel
+
+    from monarch.notebook.widgets import STATE_COLORS
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)

@@ -13,16 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import monarch.config
 from monarch._src import config as internal
 from monarch._src.config import sources
 from monarch._src.config.duration import format_duration, parse_duration
 from monarch._src.config.registry import KEYS, REFUSED
-from monarch._src.config.validate import check_value
 from monarch._src.config.spec import ConfigKey, Kind
+from monarch._src.config.validate import check_value
 from monarch.config import (
     ChannelTransport,
     Encoding,

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.runtime import mailbox as mailbox_module
 from monarch._src.runtime.envelope import (
     CALL,
     CONTROL,
@@ -28,7 +29,6 @@ from monarch._src.runtime.envelope import (
     decode,
     encode,
 )
-from monarch._src.runtime import mailbox as mailbox_module
 from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
 from monarch._src.runtime.ports import (
     CountPort,

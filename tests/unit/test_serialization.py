@@ -21,8 +21,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from monarch._src.transport.serialization import INBAND_LIMIT, dumps, frames_nbytes, loads
 

@@ -6,8 +6,7 @@ import pickle
 from collections.abc import Mapping
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from monarch._src.shape import DimensionNotFound, Extent, Point, Region, Shape, Slice
 

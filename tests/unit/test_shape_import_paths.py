@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import monarch
-import monarch._src.actor.shape as monarch_shape_path
 import monarch._rust_bindings.monarch_hyperactor.shape as binding_shape_path
+import monarch._src.actor.shape as monarch_shape_path
 from monarch._src import shape
 
 

@@ -6,10 +6,9 @@ import itertools
 import re
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from monarch._src.shape import DimensionNotFound, Extent, MeshTrait, Shape, Slice
+from monarch._src.shape import Extent, MeshTrait, Shape, Slice
 from monarch._src.shape.ops import flatten_shape, rename_shape, slice_shape, split_shape
 
 

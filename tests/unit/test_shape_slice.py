@@ -6,8 +6,7 @@ import itertools
 import pickle
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from monarch._src.shape import NDSlice, Slice
 from monarch._src.shape.slice import row_major_strides

@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from monarch._src.supervision.errors import SupervisionError
-
 from tests.unit.test_incarnation import _Box, boxes  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.timeout(60)

@@ -253,8 +253,8 @@ def test_panicking_function_raises_base_exception_not_exception() -> None:
 
 
 def test_shape_ext_slice_named_dims_selects() -> None:
-    from monarch._src.actor.shape import ShapeExt
     from monarch._rust_bindings.monarch_hyperactor.shape import Shape, Slice
+    from monarch._src.actor.shape import ShapeExt
 
     shape = Shape(["host", "gpu"], Slice.new_row_major([2, 4]))
     sub = ShapeExt.slice(shape, host=1, gpu=slice(1, 3))

@@ -9,8 +9,7 @@ import textwrap
 import types
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.shape import Extent, MeshTrait, Point, Shape, Slice

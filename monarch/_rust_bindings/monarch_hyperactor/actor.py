@@ -8,7 +8,8 @@ that builds them (tests, custom ports) gets real objects with the same fields, a
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Generic, Protocol, TypeVar
+from collections.abc import Awaitable
+from typing import Any, Generic, Protocol, TypeVar
 
 from monarch._rust_bindings.monarch_hyperactor.buffers import FrozenBuffer
 

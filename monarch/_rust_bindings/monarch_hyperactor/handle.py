@@ -12,7 +12,8 @@ import asyncio
 import concurrent.futures
 import threading
 import warnings
-from typing import Any, Generator, Generic, TypeVar
+from collections.abc import Generator
+from typing import Any, Generic, TypeVar
 
 __all__ = ["Handle", "WouldBlockRuntime", "in_runtime_thread", "mark_runtime_thread"]
 
@@ -93,7 +94,7 @@ class Handle(Generic[T]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            pass
+            pass  # no running loop: blocking here is what the caller wants
         else:
             warnings.warn(
                 "Handle.get() was called from a running asyncio event loop; it blocks the "

@@ -15,7 +15,7 @@ from monarch._rust_bindings.monarch_hyperactor.proc import ActorAddr
 from monarch._src.mesh.hosted import UndeliverableMessage
 from monarch._src.mesh.port import PortReceiver
 
-__all__ = ["Mailbox", "PortId", "PortRef", "PortReceiver", "UndeliverableMessageEnvelope"]
+__all__ = ["Mailbox", "PortId", "PortReceiver", "PortRef", "UndeliverableMessageEnvelope"]
 
 UndeliverableMessageEnvelope = UndeliverableMessage
 

@@ -23,7 +23,7 @@ __all__ = ["PendingMessage", "PicklingState", "pickle"]
 class PicklingState:
     """A pickled object: its bytes (and the out-of-band buffers beside them)."""
 
-    __slots__ = ("_frame", "_buffers")
+    __slots__ = ("_buffers", "_frame")
 
     def __init__(self, frame: bytes, buffers: list[Any] | None = None) -> None:
         self._frame = frame

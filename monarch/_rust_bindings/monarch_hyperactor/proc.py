@@ -13,7 +13,7 @@ class ActorAddr:
     """A unique reference to an actor: its proc's channel address, the proc's name and the
     actor's name."""
 
-    __slots__ = ("_addr", "_proc_name", "_actor_name")
+    __slots__ = ("_actor_name", "_addr", "_proc_name")
 
     def __init__(self, *, addr: str, proc_name: str, actor_name: str) -> None:
         self._addr = addr

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, Coroutine, Generator, Generic, Sequence, TypeVar
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from typing import Any, Generic, TypeVar
 
 from monarch._rust_bindings.monarch_hyperactor.handle import (
     Handle,

@@ -4,6 +4,10 @@ The names the `monarch.actor` facade exports are taken from it (importing it has
 import-time effects, as on Monarch); the three it does not export come from their home modules.
 """
 
+from monarch._src.mesh.actor_mesh import ActorMesh
+from monarch._src.mesh.context import Instance
+from monarch._src.mesh.port import RankedPortReceiver
+from monarch._src.mesh.unsupported import attach
 from monarch.actor import (
     Accumulator,
     Actor,
@@ -21,10 +25,6 @@ from monarch.actor import (
     current_size,
     send,
 )
-from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.mesh.context import Instance
-from monarch._src.mesh.port import RankedPortReceiver
-from monarch._src.mesh.unsupported import attach
 
 # Monarch sets this inside Meta's packaged (PAR) binaries; this package never runs as one.
 IN_PAR = False

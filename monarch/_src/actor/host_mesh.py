@@ -7,9 +7,9 @@ raises with that pointer.
 
 from typing import Any
 
-from monarch.actor import default_bootstrap_cmd, this_host
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.proc_mesh import this_proc
+from monarch.actor import default_bootstrap_cmd, this_host
 
 __all__ = ["HostMesh", "default_bootstrap_cmd", "this_host", "this_proc"]
 

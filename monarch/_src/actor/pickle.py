@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import io
 import pickle
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 

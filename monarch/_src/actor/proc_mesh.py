@@ -5,7 +5,8 @@ has no counterpart here. Spawn callbacks are not offered: registering one raises
 accept a callback that would never be called.
 """
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import monarch.actor  # noqa: F401  (the facade's import-time effects, as on Monarch)
 from monarch._rust_bindings.monarch_hyperactor.proc_mesh import ProcMesh as HyProcMesh

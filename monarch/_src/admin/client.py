@@ -14,9 +14,10 @@ import glob
 import json
 import os
 import socket
-from typing import Any, Iterator, NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
-__all__ = ["ControlConnection", "Server", "TOKEN_ENV", "find_server", "request"]
+__all__ = ["TOKEN_ENV", "ControlConnection", "Server", "find_server", "request"]
 
 _CONNECT_TIMEOUT = 5.0
 TOKEN_ENV = "MONARCH_CONTROL_TOKEN"

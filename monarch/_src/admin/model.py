@@ -20,7 +20,8 @@ from __future__ import annotations
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from monarch._src.lowlevel import PlacedTable
@@ -51,9 +52,8 @@ def _placed_tables() -> list[PlacedTable]:
 
 def collect() -> Snapshot:
     """A snapshot of this client's hosts, procs and actors (plain dicts and lists)."""
+    from monarch._src.lowlevel import PENDING_PREFIX, Health, actor_rank_state, proc_rank_state
     from monarch._src.mesh import traffic
-    from monarch._src.lowlevel import Health, actor_rank_state, proc_rank_state
-    from monarch._src.lowlevel import PENDING_PREFIX
 
     source = _paused_source
     paused = set(source()) if source is not None else set()
@@ -98,9 +98,7 @@ def collect() -> Snapshot:
 def find_proc(mesh: str, rank: int) -> str:
     """The address of the proc behind rank `rank` of the actor or proc mesh called `mesh`
     (`client` is this process)."""
-    from monarch._src.lowlevel import Health, proc_rank_state
-    from monarch._src.lowlevel import PENDING_PREFIX
-    from monarch._src.lowlevel import get_runtime
+    from monarch._src.lowlevel import PENDING_PREFIX, Health, get_runtime, proc_rank_state
 
     if mesh in ("client", "root"):
         return get_runtime().address

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["ControlServer", "DEFAULT_PORT", "server_address_from_env"]
+__all__ = ["DEFAULT_PORT", "ControlServer", "server_address_from_env"]
 
 logger = logging.getLogger(__name__)
 

@@ -21,10 +21,16 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from monarch._src.lowlevel import on_start
-from monarch._src.lowlevel import CONTROL, Control
-from monarch._src.lowlevel import OncePort, decode_reply
-from monarch._src.lowlevel import Runtime, get_runtime, runtime_if_started
+from monarch._src.lowlevel import (
+    CONTROL,
+    Control,
+    OncePort,
+    Runtime,
+    decode_reply,
+    get_runtime,
+    on_start,
+    runtime_if_started,
+)
 
 __all__ = ["StackDump", "dump_stacks", "install", "install_stacks", "python_stacks"]
 

@@ -13,7 +13,8 @@ import os
 import select
 import sys
 import time
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from monarch._src.admin.model import AdminModel, Snapshot
 
@@ -38,7 +39,7 @@ def render(view: Snapshot, width: int = 100) -> list[str]:
     lines.append(f"PROCS ({len(view['procs'])})")
     lines.append(f"  {'MESH':<16} {'RANK':>4} {'PID':>8} {'STATE':<9} ADDRESS")
     for p in view["procs"]:
-        lines.append(_cut(f"  {p['mesh']:<16} {p['rank']:>4} {str(p['pid'] or '-'):>8} "
+        lines.append(_cut(f"  {p['mesh']:<16} {p['rank']:>4} {p['pid'] or '-'!s:>8} "
                           f"{p['state']:<9} {p['address']}", width))
     lines.append("")
     lines.append(f"ACTORS ({len(view['actors'])})")

@@ -11,7 +11,7 @@ config file, raises ValueError naming the key and what to use instead (`refused`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from monarch._src.config.duration import normalize_duration
 from monarch._src.config.encoding import Encoding

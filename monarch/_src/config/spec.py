@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import enum
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 __all__ = ["ConfigKey", "Kind", "Namespace", "env_names_for"]
 

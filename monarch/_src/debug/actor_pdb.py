@@ -27,8 +27,7 @@ import threading
 from types import FrameType, TracebackType
 from typing import Any
 
-from monarch._src.lowlevel import CONTROL, Control
-from monarch._src.lowlevel import Runtime
+from monarch._src.lowlevel import CONTROL, Control, Runtime
 
 __all__ = ["ActorPdb", "debug_idle_timeout", "deliver_input", "open_session"]
 

@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.admin import stacks
+from monarch._src.lowlevel import Runtime, on_start, runtime_if_started
 from monarch._src.mesh import hosted
 from monarch._src.mesh.context import current_hosted
-from monarch._src.lowlevel import on_start
-from monarch._src.lowlevel import Runtime, runtime_if_started
 
 __all__ = ["POST_MORTEM_ENV", "install", "install_debug_agent", "set_local_post_mortem"]
 

@@ -21,13 +21,13 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, TextIO
 
 from monarch._src.admin.model import set_paused_source
 from monarch._src.debug.agent import POST_MORTEM_ENV, set_local_post_mortem
-from monarch._src.lowlevel import CONTROL, Control
-from monarch._src.lowlevel import get_runtime
+from monarch._src.lowlevel import CONTROL, Control, get_runtime
 
 __all__ = ["DebugController", "DebugSession", "debug_controller", "debug_controller_here"]
 

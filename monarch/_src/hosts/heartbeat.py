@@ -15,7 +15,8 @@ the remote host agent for its hosts and by a host server for its client
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from collections.abc import Callable, Iterable
+from typing import Any, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
 from monarch._src.runtime.envelope import CONTROL, Control

@@ -17,7 +17,8 @@ import concurrent.futures
 import itertools
 import socket
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.binding import cpus_for_binding

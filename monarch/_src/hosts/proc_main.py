@@ -19,12 +19,12 @@ import sys
 import threading
 from typing import Any
 
+import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.config import apply_snapshot, duration_seconds, get as config_get
 from monarch._src.hosts.proc_ready import ProcReady
+from monarch._src.mesh.hosted import HostedActor
 from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture, capture_paths
-import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
-from monarch._src.mesh.hosted import HostedActor
 from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import CountPort

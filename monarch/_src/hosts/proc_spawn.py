@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.config import get as config_get, runtime_snapshot
 from monarch._src.mesh import hooks

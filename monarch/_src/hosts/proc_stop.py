@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.proc_logs import settled

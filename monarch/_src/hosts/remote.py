@@ -19,7 +19,8 @@ import concurrent.futures
 import os
 import sys
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from monarch._src.config import configure, parse_transport
 from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_address
@@ -31,10 +32,10 @@ from monarch._src.runtime.runtime import get_runtime, runtime_if_started
 from monarch._src.shape import Shape, Slice
 
 __all__ = [
+    "TRUST_ALL",
     "BootstrapCommand",
     "LocalWorkers",
     "RemoteHostAgent",
-    "TRUST_ALL",
     "attach_to_workers",
     "default_bootstrap_cmd",
     "hosts_from_config",

@@ -28,7 +28,8 @@ import os
 import sys
 import threading
 import uuid
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
 from monarch._src.hosts.addresses import (

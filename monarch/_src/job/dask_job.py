@@ -19,8 +19,8 @@ from monarch._src.job.blocking import wait_for
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.process import check_meshes
-from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
+from monarch._src.lowlevel import Progress
 
 __all__ = ["DaskJob", "scheduler_address"]
 

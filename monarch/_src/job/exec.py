@@ -28,11 +28,11 @@ from typing import Any, TextIO
 from monarch._src.hosts.addresses import free_port
 from monarch._src.job.blocking import wait_for
 from monarch._src.job.torchrun import torch_elastic_env
+from monarch._src.lowlevel import Future
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.port import Channel, Port
-from monarch._src.lowlevel import Future
 
 __all__ = ["BashActor", "exec_command", "rank_env", "shell"]
 

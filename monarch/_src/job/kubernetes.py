@@ -20,8 +20,8 @@ from typing import Any, Protocol
 
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
-from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
+from monarch._src.lowlevel import Progress
 
 __all__ = ["ImageSpec", "KubeApi", "KubeConfig", "KubernetesJob", "MeshSpec"]
 

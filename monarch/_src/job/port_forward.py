@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank

@@ -20,8 +20,8 @@ from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
 from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
-from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
+from monarch._src.lowlevel import Progress
 
 __all__ = ["ProcessJob", "check_meshes"]
 

@@ -25,8 +25,8 @@ from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
 from monarch._src.job.local import BatchJob, check_client_script
 from monarch._src.job.process import check_meshes
-from monarch._src.lowlevel import Progress
 from monarch._src.job.state import JobState
+from monarch._src.lowlevel import Progress
 
 __all__ = ["SlurmJob"]
 

@@ -4,5 +4,7 @@ Importing the layer registers the proc agent's and the controller registry's con
 with every runtime started afterwards (`runtime.on_start`).
 """
 
-from monarch._src.mesh import agent as _agent  # noqa: F401
-from monarch._src.mesh import controller as _controller  # noqa: F401
+from monarch._src.mesh import (
+    agent as _agent,  # noqa: F401
+    controller as _controller,  # noqa: F401
+)

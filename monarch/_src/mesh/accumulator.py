@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from monarch._src.mesh.endpoint import Endpoint
 from monarch._src.runtime.future import Future

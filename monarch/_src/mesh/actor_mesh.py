@@ -8,31 +8,31 @@ mailbox; a rank's address is its proc's address plus that key.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
+from monarch._src.mesh import casting, traffic
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of, validate_actor_class
-from monarch._src.mesh import casting
 from monarch._src.mesh.casting import CastPlan
+from monarch._src.mesh.context import instance_of
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
+from monarch._src.mesh.ownership import after, tree
+from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.mesh.upgrade import upgrade_mesh
 from monarch._src.runtime.envelope import CONTROL, Control, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape
-from monarch._src.mesh import traffic
-from monarch._src.mesh.context import instance_of
-from monarch._src.mesh.ownership import after, tree
-from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.supervision.errors import SupervisionError, failure_report
 from monarch._src.transport.serialization import by_value
 
 if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh
 
-__all__ = ["ActorMesh", "RESERVED_NAMES"]
+__all__ = ["RESERVED_NAMES", "ActorMesh"]
 
 T = TypeVar("T")
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from monarch._src.mesh import hooks
 from monarch._src.mesh.value_mesh import ValueMesh
@@ -94,7 +94,7 @@ class MeshFuture(Future[ValueMesh[R]]):
     `type(fut).__name__` sees what it saw before; its repr is a Future's.
     """
 
-    __slots__ = ("_port", "_shape", "_decode_one", "_what", "_decoded", "_arrival")
+    __slots__ = ("_arrival", "_decode_one", "_decoded", "_port", "_shape", "_what")
     _port: GatherPort
     _shape: Shape  # of the gathered ValueMesh (local ranks)
     _decode_one: Callable[[Any], Any]

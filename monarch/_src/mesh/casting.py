@@ -26,7 +26,8 @@ on them as on the target procs.
 from __future__ import annotations
 
 import concurrent.futures
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monarch._src.mesh import relay, traffic
 from monarch._src.mesh.context import current_instance

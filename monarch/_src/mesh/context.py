@@ -41,7 +41,7 @@ _root: Instance | None = None
 class CreatorInfo:
     """A serializable description of who spawned an actor."""
 
-    __slots__ = ("name", "display", "address", "actor_key")
+    __slots__ = ("actor_key", "address", "display", "name")
 
     def __init__(self, name: str, display: str, address: str, actor_key: str | None) -> None:
         self.name = name  # the spawner's spawn name ("root" for the client)

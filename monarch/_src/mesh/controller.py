@@ -11,11 +11,11 @@ import threading
 from typing import Any
 
 from monarch._src.mesh.proc_mesh import this_proc
+from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime
-from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.supervision.errors import ActorError
 
 __all__ = ["get_or_spawn_controller"]

@@ -12,13 +12,13 @@ import concurrent.futures
 import inspect
 import random
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterator, ParamSpec, TypeVar
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
-from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh import casting, hooks, traffic
+from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh.call_future import MeshFuture
 from monarch._src.mesh.port import handing_ports
-from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.envelope import encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
@@ -44,7 +44,7 @@ class _Binder:
     """Checks call arguments against an endpoint's signature, with a fast path for the common
     call with only positional arguments (binding costs more than the rest of a call)."""
 
-    __slots__ = ("sig", "skip", "min_pos", "max_pos", "kw_required")
+    __slots__ = ("kw_required", "max_pos", "min_pos", "sig", "skip")
 
     def __init__(self, fn: Callable[..., Any], skip: int) -> None:
         self.sig = inspect.signature(fn)
@@ -79,7 +79,7 @@ class _Sent:
     decoder), not closures: a caller may keep thousands of calls in flight, and each object
     costs the garbage collector."""
 
-    __slots__ = ("endpoint", "reply", "ranks", "spawned")
+    __slots__ = ("endpoint", "ranks", "reply", "spawned")
 
     def __init__(self, endpoint: Endpoint[..., Any], reply: Any, ranks: list[int] | None,
                  spawned: int) -> None:
@@ -107,7 +107,7 @@ class Endpoint(Generic[P, R]):
     returns (`Endpoint[..., int]` in annotations).
     """
 
-    __slots__ = ("_mesh", "_name", "_method", "_explicit", "_propagator", "_map_error")
+    __slots__ = ("_explicit", "_map_error", "_mesh", "_method", "_name", "_propagator")
 
     def __init__(
         self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool,

@@ -12,9 +12,10 @@ Every slot is documented where it is defined, with the signature its value must 
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
 
-__all__ = ["Slot", "SLOTS"]
+__all__ = ["SLOTS", "Slot"]
 
 T = TypeVar("T")
 
@@ -27,7 +28,7 @@ class Slot(Generic[T]):
     slot's `missing` text.
     """
 
-    __slots__ = ("name", "doc", "missing", "_value", "_lock")
+    __slots__ = ("_lock", "_value", "doc", "missing", "name")
 
     def __init__(self, name: str, doc: str, missing: str) -> None:
         self.name = name

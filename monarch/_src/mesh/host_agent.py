@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-from typing import Any, Callable, NamedTuple, Protocol
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
 
 from monarch._src.mesh.proc_mesh import ProcTable
 

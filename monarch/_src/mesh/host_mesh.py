@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.mesh import hooks
 from monarch._src.mesh.host_agent import HostAgent

@@ -21,7 +21,8 @@ import textwrap
 import threading
 import traceback
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.config import duration_seconds
 from monarch._src.mesh import inbox, telemetry, upgrade
@@ -57,7 +58,7 @@ class UndeliverableMessage:
     """What `Actor._handle_undeliverable_message` receives: a message this actor sent with no
     reply port, which could not be delivered."""
 
-    __slots__ = ("dest", "method", "rank", "error")
+    __slots__ = ("dest", "error", "method", "rank")
 
     def __init__(self, dest: str, method: str, rank: int, error: str) -> None:
         self.dest = dest  # the key of the actor mesh it was sent to
@@ -95,7 +96,7 @@ def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
 class SpawnInfo:
     """What a proc needs to host one rank of an actor mesh."""
 
-    __slots__ = ("actor_key", "name", "rank", "labels", "sizes", "creator", "proc_mesh_ref")
+    __slots__ = ("actor_key", "creator", "labels", "name", "proc_mesh_ref", "rank", "sizes")
 
     def __init__(
         self,

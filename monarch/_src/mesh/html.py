@@ -8,7 +8,8 @@ actor and proc meshes are coloured by state: running, failed (hover for the repo
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.shape import Extent
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 import sysconfig
+from collections.abc import Callable
 from types import CodeType, FrameType
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["call_hiding_loop", "in_user_code", "interruptible", "is_user_code"]
 

@@ -23,7 +23,8 @@ import sys
 import termios
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["LogCapture", "LogSink", "TailBuffer", "capture_paths"]
 

@@ -5,7 +5,8 @@ asks it whether a reported failure is to be delivered, and to whom."""
 from __future__ import annotations
 
 import concurrent.futures
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from monarch._src.supervision.tree import ROOT, OwnershipTree
 

@@ -8,8 +8,9 @@ from there. A `PortReceiver` reads the queue behind a port opened in this proces
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Generic, Iterator, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from monarch._src.runtime.envelope import (
     PORT,
@@ -87,7 +88,7 @@ def _rebuild_port(addr: tuple[str, int], rank: int | None, once: bool = False) -
 class Port(Generic[R]):
     """The sending end of a channel; picklable, usable from any thread of any actor."""
 
-    __slots__ = ("_addr", "_rank", "_once", "_holder", "return_undeliverable")
+    __slots__ = ("_addr", "_holder", "_once", "_rank", "return_undeliverable")
 
     _addr: PortAddr  # (proc address, port id) of the receiving end
     _rank: int | None  # the rank each message carries (for ranked receivers), or None

@@ -12,17 +12,16 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-import warnings
 import uuid
+import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monarch._src.config import get as config_get
-from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
+from monarch._src.mesh import hooks, traffic
 from monarch._src.mesh.actor import validate_actor_class
-from monarch._src.mesh import traffic
+from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
-from monarch._src.mesh import hooks
 from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode

@@ -30,7 +30,8 @@ import pickle
 import threading
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
 from monarch._src.runtime.envelope import (

@@ -43,7 +43,7 @@ T = TypeVar("T")
 class _BodyFuture(Future[Any]):
     """A Future whose outcome is a coroutine's, started by its first observer."""
 
-    __slots__ = ("_body", "_take_lock", "_tasks", "_result")
+    __slots__ = ("_body", "_result", "_take_lock", "_tasks")
 
     _body: tuple[Coroutine[Any, Any, Any], contextvars.Context] | None  # until first observed
     _take_lock: threading.Lock

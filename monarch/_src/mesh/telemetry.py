@@ -25,9 +25,10 @@ import importlib.util
 import inspect
 import os
 import sys
-from typing import Any, Callable, ContextManager, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, ContextManager, TypeVar, overload
 
-__all__ = ["OTEL", "tracing_active", "get_meter", "instrument_endpoint", "span", "traced"]
+__all__ = ["OTEL", "get_meter", "instrument_endpoint", "span", "traced", "tracing_active"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 

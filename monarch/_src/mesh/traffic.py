@@ -9,7 +9,7 @@ a display, a lock on every call is not.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 __all__ = ["answered", "count_answered", "count_sent", "forget", "sent"]
 

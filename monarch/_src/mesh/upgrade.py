@@ -65,7 +65,7 @@ def _snapshot(state: dict[str, Any]) -> dict[str, Any]:
     reference (objects shared between attributes then stop being shared in the copy)."""
     try:
         return copy.deepcopy(state)
-    except Exception:
+    except Exception:  # noqa: BLE001 - some attribute does not copy: copy them one by one
         pass
     out: dict[str, Any] = {}
     for name, value in state.items():

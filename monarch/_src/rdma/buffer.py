@@ -16,6 +16,7 @@ import time
 import warnings
 from typing import Any
 
+from monarch._src.lowlevel import LARGE_TRANSFER, Future, Progress
 from monarch._src.rdma import transfer
 from monarch._src.rdma.backend import (
     RDMAReadTransferWarning,
@@ -27,7 +28,6 @@ from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
 from monarch._src.rdma.memory import Region, as_region
 from monarch._src.rdma.verbs import RemoteKey
-from monarch._src.lowlevel import LARGE_TRANSFER, Future, Progress
 
 __all__ = ["RDMAAction", "RDMABuffer"]
 

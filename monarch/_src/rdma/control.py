@@ -15,9 +15,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
-from monarch._src.lowlevel import CONTROL, Control
-from monarch._src.lowlevel import OncePort, decode_reply
-from monarch._src.lowlevel import Runtime, get_runtime
+from monarch._src.lowlevel import CONTROL, Control, OncePort, Runtime, decode_reply, get_runtime
 
 if TYPE_CHECKING:
     from monarch._src.rdma.manager import Manager

@@ -31,11 +31,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from monarch._src.lowlevel import Runtime, get_runtime
 from monarch._src.rdma import vm
 from monarch._src.rdma.errors import RDMABufferDroppedError
 from monarch._src.rdma.ibverbs import probe
 from monarch._src.rdma.memory import Region
-from monarch._src.lowlevel import Runtime, get_runtime
 
 __all__ = ["DROP_GRACE_S", "Entry", "Manager", "get_manager", "manager_if_started"]
 

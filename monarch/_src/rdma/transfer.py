@@ -20,8 +20,9 @@ from __future__ import annotations
 import ctypes
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from monarch._src.config import get as config_get
 from monarch._src.rdma import vm

@@ -15,9 +15,10 @@ import asyncio
 import logging
 import threading
 from collections import deque
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["ActorThread", "STOP"]
+__all__ = ["STOP", "ActorThread"]
 
 logger = logging.getLogger(__name__)
 

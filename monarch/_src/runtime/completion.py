@@ -20,7 +20,8 @@ from __future__ import annotations
 import _thread
 import concurrent.futures
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["Completion"]
 

@@ -27,7 +27,8 @@ import math
 import threading
 import warnings
 import weakref
-from typing import Any, Callable, Generator, Generic, TypeVar
+from collections.abc import Callable, Generator
+from typing import Any, Generic, TypeVar
 
 from monarch._src.runtime.completion import Completion
 
@@ -109,8 +110,17 @@ class Future(Generic[T]):
     it cannot be constructed directly.
     """
 
-    __slots__ = ("_cf", "_decode", "_map_error", "_lock", "_value", "_error", "_observed",
-                 "_complete", "_cancel")
+    __slots__ = (
+        "_cancel",
+        "_cf",
+        "_complete",
+        "_decode",
+        "_error",
+        "_lock",
+        "_map_error",
+        "_observed",
+        "_value",
+    )
     _cf: concurrent.futures.Future[Any]
     _decode: Callable[[Any], T] | None
     _map_error: Callable[[BaseException], BaseException] | None

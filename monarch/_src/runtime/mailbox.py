@@ -22,8 +22,10 @@ import itertools
 import logging
 import threading
 from collections import OrderedDict, deque
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from monarch._src.config import duration_seconds
 from monarch._src.runtime.envelope import (
     CONTROL,
     PORT,
@@ -38,12 +40,11 @@ from monarch._src.runtime.envelope import (
     copy_payload,
     encode,
 )
-from monarch._src.config import duration_seconds
 from monarch._src.runtime.ports import PortEntry
 from monarch._src.supervision.errors import SupervisionError
 from monarch._src.transport.comm import Transport
 
-__all__ = ["Mailbox", "PENDING_PREFIX"]
+__all__ = ["PENDING_PREFIX", "Mailbox"]
 
 logger = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import concurrent.futures
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.runtime.completion import Completion
 from monarch._src.runtime.envelope import PORT_BATCH, PORT_CLOSED, PORT_ERROR, Payload, decode

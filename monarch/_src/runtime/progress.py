@@ -33,9 +33,10 @@ import logging
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from types import TracebackType
-from typing import Callable, Protocol, TextIO
+from typing import Protocol, TextIO
 
 from monarch._src.config import get as config_get
 from monarch._src.runtime.runtime import runtime_if_started

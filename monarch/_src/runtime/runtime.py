@@ -14,7 +14,8 @@ import concurrent.futures
 import os
 import threading
 import uuid
-from typing import Any, Callable, Coroutine, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
 
 from monarch._src.runtime.mailbox import Mailbox
 

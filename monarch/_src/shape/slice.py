@@ -17,7 +17,6 @@ import operator
 from collections.abc import Iterator, Sequence
 from typing import Any, SupportsIndex, overload
 
-
 # Monarch's slices are Rust values of unsigned integers: a negative offset, size, stride,
 # position or coordinate is refused at that boundary with this OverflowError, and user code
 # written for Monarch may catch exactly that.

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import threading
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.lowlevel import Future
 from monarch._src.shape import Shape, Slice
@@ -24,7 +25,7 @@ __all__ = ["SimEngine", "current_tag"]
 
 _tag_lock = threading.Lock()
 _tags: list[Any] = []  # the set_meta() stack (process-wide: the controller is one thread)
-_live: "set[SimEngine]" = set()  # engines whose buffers must be flushed when the tag changes
+_live: set[SimEngine] = set()  # engines whose buffers must be flushed when the tag changes
 
 
 def current_tag() -> Any:

@@ -23,7 +23,8 @@ import json
 import statistics
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh

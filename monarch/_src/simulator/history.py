@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import pickle
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from monarch._src.simulator.network import CommModel
 from monarch._src.simulator.profiles import DeviceProfile

@@ -6,10 +6,10 @@ import contextlib
 import enum
 import json
 import os
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from monarch._src.simulator import history as history_mod
-from monarch._src.simulator import trace as trace_mod
+from monarch._src.simulator import history as history_mod, trace as trace_mod
 from monarch._src.simulator.backend import SimEngine, pop_tag, push_tag
 from monarch._src.simulator.network import CommModel
 from monarch._src.simulator.profiles import DeviceProfile, cpu_profile, get_profile

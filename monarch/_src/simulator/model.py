@@ -26,7 +26,8 @@ with the worker's host time, which never goes backwards, so the timeline is in o
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from monarch._src.simulator.costs import alias_map, nbytes, op_cost, op_time, writes_input
 from monarch._src.simulator.network import CommModel
@@ -76,7 +77,7 @@ class MemoryEvent:
 
 
 class _Storage:
-    __slots__ = ("size", "stream", "refs", "key")
+    __slots__ = ("key", "refs", "size", "stream")
 
     def __init__(self, size: int, stream: str, key: int) -> None:
         self.size = size

@@ -18,7 +18,7 @@ from typing import Any
 
 from monarch._src.simulator.calibrate import _median
 
-__all__ = ["DeviceProfile", "H100", "H200", "cpu_profile", "get_profile"]
+__all__ = ["H100", "H200", "DeviceProfile", "cpu_profile", "get_profile"]
 
 
 @dataclasses.dataclass(frozen=True)

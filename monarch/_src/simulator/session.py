@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from monarch._src.simulator.model import SimulationModel
 from monarch._src.simulator.network import CommModel

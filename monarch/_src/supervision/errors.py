@@ -14,13 +14,13 @@ import traceback
 from typing import Any
 
 __all__ = [
+    "REPORT_HEAD",
     "ActorError",
     "FailureReport",
     "MeshFailure",
     "MonarchError",
     "SupervisionError",
     "TransportError",
-    "REPORT_HEAD",
     "add_note",
     "failure_event",
     "failure_report",

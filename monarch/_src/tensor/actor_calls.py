@@ -22,9 +22,8 @@ from typing import Any
 
 import torch.utils._pytree as pytree
 
-from monarch._src.lowlevel import casting, hooks
+from monarch._src.lowlevel import casting, encode, hooks
 from monarch._src.mesh.proc_mesh import proc_table
-from monarch._src.lowlevel import encode
 from monarch._src.tensor.commands import ActorCall, CallActor, OpMeta
 from monarch._src.tensor.dispatch import fake_inputs, faking, output_handles, tensor_meta
 from monarch._src.tensor.mesh import active_mesh_or_none

@@ -25,11 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
 from monarch._src.config.duration import parse_duration_seconds
-from monarch._src.lowlevel import casting
+from monarch._src.lowlevel import Future, OncePort, casting, decode_reply, get_runtime
 from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
-from monarch._src.lowlevel import Future
-from monarch._src.lowlevel import OncePort, decode_reply
-from monarch._src.lowlevel import get_runtime
 from monarch._src.tensor.commands import Delete
 from monarch._src.tensor.errors import RemoteException, WorkerError
 

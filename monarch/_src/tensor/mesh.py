@@ -87,7 +87,7 @@ class DeviceMesh(MeshTrait):
 
     _engine: Engine  # the engine of the proc mesh this is a view of
     _mesh_shape: Shape  # over the proc table's global ranks
-    _ranks: tuple[int, ...] | None | bool  # engine ranks (None: all); False until computed
+    _ranks: tuple[int, ...] | bool | None  # engine ranks (None: all); False until computed
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(

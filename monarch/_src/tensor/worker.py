@@ -23,9 +23,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from monarch._src.lowlevel import PortEntry
 from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
-from monarch._src.lowlevel import PortEntry
 from monarch._src.tensor.commands import (
     ActorCall,
     Borrow,
@@ -406,9 +406,8 @@ class WorkerState:
         arguments). An endpoint's exception and a poisoned argument both reach the caller as a
         `RemoteException`; a broadcast's reply is dropped.
         """
-        from monarch._src.lowlevel import PORT, PORT_ERROR, PortMsg, decode, encode
+        from monarch._src.lowlevel import PORT, PORT_ERROR, PortMsg, decode, encode, get_runtime
         from monarch._src.supervision.errors import ActorError
-        from monarch._src.lowlevel import get_runtime
 
         poisoned = self._hand_over(cmd.token, cmd.shards)
         try:

@@ -35,11 +35,12 @@ import logging
 import pickle
 import secrets
 import socket
-from typing import Any, Awaitable, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.supervision.errors import TransportError
 from monarch._src.transport import bufpool, tcp
-from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 from monarch._src.transport.socket_channel import (
     HEAD,
     SocketChannel,
@@ -48,8 +49,7 @@ from monarch._src.transport.socket_channel import (
     frame_buffers,
     split_body,
 )
-
-from monarch._src.supervision.errors import TransportError
+from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 
 __all__ = ["Transport", "preload", "translate_error"]
 

@@ -26,7 +26,8 @@ import socket
 import struct
 import threading
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.transport import bufpool
 

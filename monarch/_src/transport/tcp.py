@@ -39,7 +39,8 @@ import socket
 import struct
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
 

@@ -21,12 +21,16 @@ from __future__ import annotations
 import atexit
 import os
 import socket
-from typing import Any, Callable, NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
-from distributed.comm.registry import Backend, backends
 from distributed.comm.core import BaseListener, Connector
-from distributed.comm.tcp import MAX_BUFFER_SIZE, TCP
-from distributed.comm.tcp import convert_stream_closed_error as _convert_closed
+from distributed.comm.registry import Backend, backends
+from distributed.comm.tcp import (
+    MAX_BUFFER_SIZE,
+    TCP,
+    convert_stream_closed_error as _convert_closed,
+)
 from tornado import netutil
 from tornado.iostream import IOStream, StreamClosedError
 from tornado.tcpserver import TCPServer

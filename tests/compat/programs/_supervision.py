@@ -11,8 +11,9 @@ and `get` on their workers too: this module is importable there, since the harne
 import queue
 import re
 
-import monarch.actor
 from compat import outcome
+
+import monarch.actor
 from monarch.actor import this_host
 
 __all__ = [
@@ -66,7 +67,7 @@ def brief(text: str) -> str:
     without the random suffix torchmonarch appends."""
     text = re.sub(r"(mesh_name=[A-Za-z_]+)-[A-Za-z0-9]+", r"\1", text)
     out: list[str] = []
-    skip_deeper_than: "int | None" = None
+    skip_deeper_than: int | None = None
     for line in text.split("\n"):
         indent = len(line) - len(line.lstrip(" "))
         if skip_deeper_than is not None:

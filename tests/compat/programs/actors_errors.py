@@ -9,6 +9,7 @@ arguments that cannot be pickled (raised at the call site) or unpickled (raised 
 """
 
 from compat import check, raises
+
 from monarch.actor import Actor, ActorError, current_rank, endpoint, this_host
 
 

@@ -9,6 +9,7 @@ from every rank (the cookbook's ``[10, 11, 12, 20, ...]``); rank 0 picked with
 """
 
 from compat import check
+
 from monarch.actor import (
     Actor,
     Channel,

@@ -11,6 +11,7 @@ import os
 import threading
 
 from compat import check
+
 from monarch.actor import Actor, endpoint, this_host, this_proc
 
 

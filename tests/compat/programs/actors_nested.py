@@ -13,6 +13,7 @@ import os
 import warnings
 
 from compat import check
+
 from monarch.actor import Actor, context, current_rank, current_size, endpoint, this_host, this_proc
 
 

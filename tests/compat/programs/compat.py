@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-__all__ = ["REFERENCE", "check", "differs", "outcome", "ours_only", "raises", "text"]
+__all__ = ["REFERENCE", "check", "differs", "ours_only", "outcome", "raises", "text"]
 
 
 def _is_reference() -> bool:

@@ -20,7 +20,6 @@ from monarch.config import (
     get_runtime_config,
 )
 
-
 # Every key torchmonarch 0.7.0's get_global_config() lists.
 KEYS_0_7_0 = [
     "actor_spawn_max_idle",

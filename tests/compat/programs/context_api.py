@@ -9,7 +9,8 @@ client and from inside actors).
 
 import os
 
-from compat import check, raises
+from compat import check
+
 from monarch.actor import (
     Actor,
     context,

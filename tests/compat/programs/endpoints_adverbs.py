@@ -12,6 +12,7 @@ import operator
 import threading
 
 from compat import check, raises
+
 from monarch.actor import (
     Accumulator,
     Actor,

@@ -11,6 +11,7 @@ import asyncio
 import warnings
 
 from compat import check, raises
+
 from monarch.actor import Actor, ActorError, Channel, Future, endpoint, this_host
 
 

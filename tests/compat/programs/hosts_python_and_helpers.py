@@ -17,6 +17,7 @@ import sys
 import tempfile
 
 from compat import check, outcome, raises
+
 from monarch.actor import (
     Actor,
     Future,

@@ -10,6 +10,7 @@ import os
 import tempfile
 
 from compat import check, raises
+
 from monarch.job import LocalJob, job_load
 
 CLIENT = """\

@@ -11,6 +11,7 @@ import os
 import tempfile
 
 from compat import check
+
 from monarch.actor import this_host
 from monarch.job import exec_command
 

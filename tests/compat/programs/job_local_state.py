@@ -10,6 +10,7 @@ import os
 import tempfile
 
 from compat import check, raises
+
 from monarch.actor import Actor, current_rank, endpoint
 from monarch.job import DEFAULT_JOB_PATH, LocalJob, job_load, job_loads
 

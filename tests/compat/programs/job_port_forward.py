@@ -13,6 +13,7 @@ import socket
 import threading
 
 from compat import check
+
 from monarch.actor import ActorError, this_host, this_proc
 from monarch.job import PortForwarder
 
@@ -49,7 +50,7 @@ def roundtrip(port: int, payload: bytes) -> bytes:
 def failure(fn) -> str:
     try:
         fn()
-    except ActorError as e:
+    except ActorError:
         return "ActorError"
     return "no error"
 

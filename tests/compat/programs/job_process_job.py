@@ -8,6 +8,7 @@ largest exit code; ``can_run`` tells whether a running job serves a spec; ``kill
 """
 
 from compat import check
+
 from monarch.actor import Actor, current_rank, endpoint
 from monarch.job import ProcessJob, exec_command
 

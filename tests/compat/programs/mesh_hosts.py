@@ -8,6 +8,7 @@ error for ``per_host`` labels that repeat a host label, and ``shutdown()``.
 """
 
 from compat import check, raises
+
 from monarch.actor import Actor, current_rank, endpoint
 from monarch.job import hosts_from_config
 

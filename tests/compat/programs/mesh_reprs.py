@@ -8,6 +8,7 @@ for Monarch uses (``monarch._src.actor.actor_mesh.ActorMesh`` and friends).
 """
 
 from compat import check, raises
+
 from monarch._src.actor.actor_mesh import ActorMesh, Point, ValueMesh
 from monarch._src.actor.host_mesh import HostMesh
 from monarch._src.actor.proc_mesh import ProcMesh

@@ -12,6 +12,7 @@ meshes, the rank-zero idiom ``flatten("rank").slice(rank=0)``, pairing meshes wi
 import os
 
 from compat import check, raises
+
 from monarch.actor import Actor, context, current_rank, current_size, endpoint, this_host, this_proc
 
 

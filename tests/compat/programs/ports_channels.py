@@ -11,7 +11,17 @@ import asyncio
 import threading
 
 from compat import check, raises
-from monarch.actor import Actor, Channel, Port, PortReceiver, current_rank, endpoint, send, this_host
+
+from monarch.actor import (
+    Actor,
+    Channel,
+    Port,
+    PortReceiver,
+    current_rank,
+    endpoint,
+    send,
+    this_host,
+)
 
 
 class Sender(Actor):

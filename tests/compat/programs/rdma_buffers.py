@@ -10,15 +10,16 @@ the backend queries (``get_rdma_backend``, ``is_ibverbs_available``, deprecated
 """
 
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from compat import check, differs, outcome, raises
+
 from monarch.actor import Actor, endpoint, this_host
 from monarch.rdma import (
     RDMAAction,
     RDMABuffer,
-    RDMATcpFallbackWarning,
     get_rdma_backend,
     is_ibverbs_available,
     is_rdma_available,

@@ -9,6 +9,7 @@ transfer whose owner's processes have stopped.
 
 import torch
 from compat import check, outcome
+
 from monarch.actor import Actor, endpoint, this_host
 from monarch.rdma import RDMAAction, RDMABuffer
 

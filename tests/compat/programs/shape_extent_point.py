@@ -9,6 +9,7 @@ errors those types raise for bad input, plus pickling (both travel in messages).
 import pickle
 
 from compat import check, raises
+
 from monarch.actor import Extent, Point
 
 

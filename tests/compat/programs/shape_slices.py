@@ -9,6 +9,7 @@ Follows the mesh pages' worked facts on slicing by named dimensions (a 4x3 mesh 
 import pickle
 
 from compat import check, differs, outcome, raises
+
 from monarch import NDSlice, Shape
 
 s = NDSlice(offset=1, sizes=[2, 3], strides=[6, 1])

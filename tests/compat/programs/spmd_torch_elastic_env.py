@@ -11,6 +11,7 @@ import os
 import tempfile
 
 from compat import check, raises
+
 from monarch.actor import Actor, endpoint, this_host
 from monarch.spmd import SPMDActor, setup_torch_elastic_env
 

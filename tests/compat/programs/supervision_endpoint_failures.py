@@ -24,6 +24,7 @@ from _supervision import (
     stop_fresh_procs,
 )
 from compat import check, outcome
+
 from monarch.actor import Actor, concurrent_endpoint, current_rank, endpoint
 
 record_faults(with_report=True)

@@ -27,6 +27,7 @@ from _supervision import (
     stop_fresh_procs,
 )
 from compat import check
+
 from monarch.actor import Actor, concurrent_endpoint, endpoint, this_host
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -25,6 +25,7 @@ from _supervision import (
     stop_fresh_procs,
 )
 from compat import check, ours_only, outcome
+
 from monarch.actor import Actor, Channel, context, endpoint, this_host
 
 record_faults(with_report=True)

@@ -6,11 +6,11 @@ shard) and the tensor-engine page's "actors and tensors": views, nested argument
 arguments, the adverbs, ordering against the stream, and errors.
 """
 
+import tensorfns
 import torch
+from compat import check, ours_only, outcome
 
 import monarch
-import tensorfns
-from compat import check, ours_only, outcome
 from monarch.actor import Actor, current_rank, endpoint, this_host
 
 

@@ -7,11 +7,11 @@ function, a string path, the actor adverbs, failures as ``RemoteException``), en
 ``rref``, ``no_mesh`` and ``get_active_mesh``.
 """
 
+import tensorfns
 import torch
+from compat import check, ours_only, outcome, raises
 
 import monarch
-import tensorfns
-from compat import check, ours_only, outcome, raises
 from monarch.actor import Actor, endpoint, this_host
 
 

@@ -8,11 +8,10 @@ Follows the tensor-engine documentation: ``get_active_mesh()``, ``mesh.rank(...)
 """
 
 import torch
+from compat import check, raises
 
 import monarch
-from compat import check, raises
 from monarch.actor import this_host
-
 
 raises("get_active_mesh with no mesh active", monarch.get_active_mesh)
 check("the default stream outside activate", str(monarch.get_active_stream()))

@@ -5,13 +5,12 @@ library function, arity errors), ``call_on_shard_and_fetch``, ``fetch_shard`` fu
 ``Stream.borrow(mutable=True)``, ``to_mesh`` with a proc mesh and dtypes on the mesh.
 """
 
+import tensorfns
 import torch
+from compat import check, raises
 
 import monarch
-import tensorfns
-from compat import check, raises
 from monarch.actor import this_host
-
 
 procs = this_host().spawn_procs(per_host={"gpus": 2})
 with procs.activate():

@@ -9,6 +9,7 @@ and the same operations on a ValueMesh returned by ``call`` on an actor mesh and
 import pickle
 
 from compat import check, raises
+
 from monarch import NDSlice, Shape
 from monarch.actor import Actor, ValueMesh, current_rank, endpoint, this_host
 

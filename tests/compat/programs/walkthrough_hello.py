@@ -5,6 +5,7 @@ with endpoints, the ``call``/``call_one``/``broadcast`` adverbs, and slicing the
 """
 
 from compat import check, raises
+
 from monarch.actor import Actor, current_rank, endpoint, this_host
 
 

@@ -2,6 +2,7 @@
 as Monarch's guide asks: `@remote` functions live in an importable module)."""
 
 import torch
+
 from monarch import remote
 
 
