@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from monarch.actor import Actor, ActorError, endpoint, this_host
+from monarch.actor import Actor, ActorError, current_rank, endpoint, this_host
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -61,6 +61,38 @@ class BrokenUpgrade(Actor):
     @endpoint
     def inc(self) -> int:
         return -1
+
+
+class Journal(Actor):
+    def __init__(self) -> None:
+        self.entries: list[str] = ["start"]
+        self.meta = {"version": 1}
+
+    @endpoint
+    def state(self) -> tuple[list[str], dict[str, int]]:
+        return self.entries, self.meta
+
+    @endpoint
+    def kind(self) -> str:
+        return "journal"
+
+
+class JournalFailingOnRankOne(Actor):
+    """An upgrade that changes nested state in place on every rank and fails on rank 1 only."""
+
+    def __upgrade__(self, old_state: dict[str, Any]) -> None:
+        self.entries.append("migrated")  # the old state's own list, changed in place
+        self.meta["version"] = 2
+        if current_rank().rank == 1:
+            raise RuntimeError("rank 1 cannot migrate")
+
+    @endpoint
+    def state(self) -> tuple[list[str], dict[str, int]]:
+        return [], {}
+
+    @endpoint
+    def kind(self) -> str:
+        return "upgraded"
 
 
 class WithUpgradeEndpoint(Actor):
@@ -126,3 +158,20 @@ def test_upgrade_of_a_stopped_mesh_raises(procs: Any) -> None:
     m.stop().get(timeout=30)
     with pytest.raises(Exception, match="stopped"):
         m.upgrade(CounterBy10)
+
+
+def test_an_upgrade_failing_on_some_ranks_rolls_every_rank_back(procs: Any) -> None:
+    m = procs.spawn("journal", Journal)
+    with pytest.raises(ActorError) as info:
+        m.upgrade(JournalFailingOnRankOne).get(timeout=30)
+    text = str(info.value)
+    assert "failed on ranks [1]" in text and "rank 1 cannot migrate" in text
+    assert "Every rank was rolled back to Journal" in text
+    # Rank 0's __upgrade__ succeeded, yet it runs the old class too, on the state it had before
+    # the upgrade (nested objects changed in place included: the rollback is from a deep copy).
+    assert m.kind.call().get(timeout=30).values() == ["journal", "journal"]
+    assert m.state.call().get(timeout=30).values() == [(["start"], {"version": 1})] * 2
+    assert m._class is Journal
+    # and the mesh can be upgraded again once __upgrade__ is fixed
+    m.upgrade(CounterBy10).get(timeout=30)
+    assert m._class is CounterBy10
