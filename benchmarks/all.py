@@ -17,7 +17,8 @@ A benchmark that fails, hangs past `--timeout` or prints no JSON still gets its 
 `--quick` passes each program its smoke-test options and writes to a temporary folder unless
 `--out` is given, so smoke runs never land in `benchmarks/results/`. `--before DIR` (a git
 worktree of an earlier commit) is measured in the same run by the programs that compare with an
-earlier checkout (`BEFORE`: the workloads' "before" system, the notebook interrupt's `--repo`).
+earlier checkout (`BEFORE`: the workloads' "before" system, the notebook interrupt's and the kernel
+restart's `--repo`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ BENCHMARKS: dict[str, Benchmark] = {
                               "remote loopback hosts / this_host()"),
     "notebook-interrupt": Benchmark("notebook_interrupt.py", (), ("--runs", "1"),
                                     "interrupting a notebook cell in a real kernel"),
+    "kernel-restart": Benchmark("kernel_restart.py", (), ("--runs", "1"),
+                                "restarting a real kernel: until the procs it spawned are gone"),
     "serialization": Benchmark("serialization_micro.py", (), ("--repeats", "3"),
                                "envelope serialization micro-benchmark"),
     "soak": Benchmark("soak.py", (), ("--calls", "2000"), "calls with procs SIGKILLed"),
@@ -88,6 +91,7 @@ BENCHMARKS: dict[str, Benchmark] = {
 BEFORE: dict[str, tuple[str, ...]] = {
     "workloads": ("--systems", "before,ours,torchmonarch,floor", "--before", "{}"),
     "notebook-interrupt": ("--repo", "{}"),
+    "kernel-restart": ("--repo", "{}"),
 }
 
 

@@ -28,7 +28,8 @@ _taken = False  # True once an agent took (or started) the zygote of this proces
 
 
 def start_zygote() -> tuple[subprocess.Popen[bytes], int]:
-    """Start a zygote; returns it and the read end of its reply pipe."""
+    """Start a zygote; returns it and the read end of its reply pipe. It is reaped as soon as it
+    ends (`_reap_when_ended`)."""
     global _taken
     _taken = True
     reply_r, reply_w = os.pipe()
@@ -49,7 +50,31 @@ def start_zygote() -> tuple[subprocess.Popen[bytes], int]:
         )
     finally:
         os.close(reply_w)
+    _reap_when_ended(zygote)
     return zygote, reply_r
+
+
+def _reap_when_ended(zygote: subprocess.Popen[bytes]) -> None:
+    """Reap `zygote` as soon as it ends, whatever ended it, from a thread of its own. Unreaped,
+    it would stay a zombie child of this process until someone polls it: a Jupyter kernel that
+    shuts down SIGTERMs its child processes and then waits until none is left, zombies
+    included, so it would be killed by Jupyter after `shutdown_wait_time` / 2 (2.5 s) instead of
+    exiting (benchmarks/kernel_restart.py)."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # (macOS) the zygote is reaped when polled, as before
+        return
+
+    def reap() -> None:
+        try:
+            # WNOWAIT leaves the reaping to `Popen`, which records the exit status: waiting
+            # inside `Popen.wait()` instead would hold its lock, and `poll()` would answer None
+            # (running) from other threads meanwhile.
+            waitid(os.P_PID, zygote.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:
+            return  # reaped already (`ZygoteClient.close`)
+        zygote.poll()
+
+    threading.Thread(target=reap, name="monarch-zygote-reaper", daemon=True).start()
 
 
 def prestart_zygote() -> None:

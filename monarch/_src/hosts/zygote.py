@@ -9,11 +9,12 @@ length-prefixed pickle. Requests: `{"spawn": [spec, ...]}`, `{"kill": [pid, ...]
 `{"preload": [module, ...], "environ": {...}}` (import modules the controller uses before the
 next forks, under the controller's environment of that moment).
 Replies: `{"spawned": [(proc_id, pid), ...]}` and `{"exit": pid, "status": text}` for each child
-that ended (the host agent's child watch). When stdin closes (the controller exited or died) the
-zygote kills its children and exits, so no proc outlives its controller; each child also asks the
-kernel to kill it if the zygote dies (PR_SET_PDEATHSIG). The files a reaped child made and could
-not remove (its socket, its shared memory), and the controller's once it is gone, are removed
-here (`transport/owned_files.py`).
+that ended (the host agent's child watch). When stdin closes (the controller exited or died), when
+the controller is seen to exit (a pidfd of it, should a process the controller forked still hold
+stdin open) and on SIGTERM, the zygote kills its children and exits, so no proc outlives its
+controller; each child also asks the kernel to kill it if the zygote dies (PR_SET_PDEATHSIG). The
+files a reaped child made and could not remove (its socket, its shared memory), and the
+controller's once it is gone, are removed here (`transport/owned_files.py`).
 
 Rejected alternative: forking the controller itself. It may run threads (the runtime loop, a
 Jupyter kernel's) and hold locks a forked child would inherit locked.
@@ -94,6 +95,7 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
                 pass  # not open in this child: nothing to close
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the controller's to handle
         if spec.get("pdeathsig", True):  # mesh_bootstrap_enable_pdeathsig
             _set_pdeathsig()
@@ -150,9 +152,22 @@ def _orphan_poll_interval() -> float:
     return max(0.05, min(1.0, timeout / 5))
 
 
+def _open_pidfd(pid: int) -> int | None:
+    """A pidfd of `pid`, readable once it exited; None where there is none (not Linux 5.3+)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def main() -> None:
+    # A Jupyter kernel's restart (and its stop button) interrupts the kernel's whole process
+    # group, this zygote included: the interrupt is the controller's to handle, from the start
+    # (a zygote still importing would die of it).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     reply_fd = int(sys.argv[1])
     cmd_fd = sys.stdin.fileno()
+    controller = os.getppid()
     # Preload what every proc needs, once, before any fork: the proc runtime and the Dask comm
     # layer its transport starts with (which the controller's import leaves for later).
     import monarch._src.hosts.proc_main  # noqa: F401
@@ -169,13 +184,21 @@ def main() -> None:
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # SIGTERM ends the zygote as a closed stdin does: its children killed and reaped, their files
+    # removed. ipykernel sends it to every process of its group when it shuts down, and
+    # `job/pids.py` to the process groups it ends.
+    terminated: list[int] = []
+    signal.signal(signal.SIGTERM, lambda signum, _frame: terminated.append(signum))
     children: set[int] = set()
     zygote_pid = os.getpid()
-    controller = os.getppid()
     # The controller's death closes our stdin, unless a child it forked holds the pipe open:
-    # then noticing that our parent changed is what ends us, within mesh_orphan_timeout.
+    # then a pidfd of the controller (Linux), readable once it exited, ends us at once; failing
+    # that, noticing that our parent changed does, within mesh_orphan_timeout.
     watch_every = _orphan_poll_interval()
+    watched = [cmd_fd, wake_r]
+    controller_fd = _open_pidfd(controller)
+    if controller_fd is not None:
+        watched.append(controller_fd)
 
     def reap() -> None:
         while children:
@@ -191,8 +214,8 @@ def main() -> None:
 
     try:
         while True:
-            ready, _, _ = select.select([cmd_fd, wake_r], [], [], watch_every)
-            if os.getppid() != controller:
+            ready, _, _ = select.select(watched, [], [], watch_every)
+            if terminated or controller_fd in ready or os.getppid() != controller:
                 break
             if wake_r in ready:
                 os.read(wake_r, 4096)
@@ -207,7 +230,7 @@ def main() -> None:
                 for spec in msg["spawn"]:
                     pid = os.fork()
                     if pid == 0:
-                        _child(spec, [cmd_fd, reply_fd, wake_r, wake_w], zygote_pid)
+                        _child(spec, [*watched, reply_fd, wake_w], zygote_pid)
                     children.add(pid)
                     spawned.append((spec["proc_id"], pid))
                 write_message(reply_fd, {"spawned": spawned})
