@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test unit compat compat-reference bench bench-quick upstream docs clean
+.PHONY: demo test lint unit compat compat-reference bench bench-quick upstream docs clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,12 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	$(PY) cookbook/demo.py
 
-test: $(STAMP)
+test: $(STAMP) lint
 	$(PY) -m pytest -q -p no:cacheprovider tests tutorials --nbval-lax --nbval-current-env
+
+# ruff with the rules chosen in pyproject.toml, over the whole tree (notebooks included).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit

@@ -97,7 +97,7 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank percentile of an ascending list; None when it is empty."""
     if not sorted_values:
         return None
-    index = max(0, min(len(sorted_values) - 1, int(round(q * len(sorted_values) + 0.5)) - 1))
+    index = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values) + 0.5) - 1))
     return sorted_values[index]
 
 
@@ -275,7 +275,15 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
             h = rng.randrange(len(cluster.addrs))
             fault = {"kind": kind, "wave": w, "host": h, "slots": cluster.host_slots(h)}
 
-        def on_done(k: int, wave: Wave = wave) -> None:
+        # Every name of this wave is bound now: a reply that comes after the wave's drain timed
+        # out calls back during a later wave, and must count in its own wave.
+        def on_done(
+            k: int,
+            wave: Wave = wave,
+            answered: list[int] = answered,
+            threshold: int = threshold,
+            trigger: threading.Event = trigger,
+        ) -> None:
             wave.completed[k] = time.monotonic()
             with lock:
                 answered[0] += 1
@@ -283,7 +291,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
             if hit:
                 trigger.set()
 
-        def inject(fault: dict[str, Any] = fault) -> None:
+        def inject(fault: dict[str, Any] = fault, trigger: threading.Event = trigger) -> None:
             if not trigger.wait(DRAIN_TIMEOUT):
                 return
             fault["at"] = time.monotonic()
@@ -310,7 +318,7 @@ def run_soak(args: argparse.Namespace, spaces: Namespaces, log: Any) -> dict[str
                 on_done(k)
                 continue
             wave.futures[k] = fut
-            fut.add_done_callback(lambda _f, k=k: on_done(k))
+            fut.add_done_callback(lambda _f, k=k, on_done=on_done: on_done(k))
         deadline = time.monotonic() + DRAIN_TIMEOUT
         for fut in wave.futures:
             if fut is not None:

@@ -14,10 +14,11 @@ transformer) once with each sync method, in alternating order, on fresh procs:
 Per method, over the steps after `--warmup`: the loop's steps/s, and the weight sync's time per
 step as the controller sees it (median and p90; the sync phase only, the generators' reads or the
 trainer's send, each ending when both generators hold the new version), plus the trainer's
-publish copy for `rdma`, and the sync's share of the loop's time. `ratios` gives endpoint/rdma for the sync (with and without the publish
-copy counted on the RDMA side) and rdma/endpoint for steps/s. Both methods run the same seeded
-computation, so `same_trajectory` checks they trained identically, and `weights_match` that the
-generators held the trainer's weights bitwise at the end of every run.
+publish copy for `rdma`, and the sync's share of the loop's time. `ratios` gives endpoint/rdma for
+the sync (with and without the publish copy counted on the RDMA side) and rdma/endpoint for
+steps/s. Both methods run the same seeded computation, so `same_trajectory` checks they trained
+identically, and `weights_match` that the generators held the trainer's weights bitwise at the
+end of every run.
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "cookbook"))  # before any proc is spawned: the procs inherit it
+# Before any proc is spawned: the procs inherit it.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cookbook"))
 
 import rl_transformer as rl
 import torch
 
 from monarch.rdma import RDMATcpFallbackWarning, get_rdma_backend
+
+REPO = Path(__file__).resolve().parent.parent
 
 METHODS = ("rdma", "endpoint")
 

@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-from simval_models import MODELS, SIZES, train_step  # noqa: E402
+import torch
+from simval_models import MODELS, SIZES, train_step
 
 DIM = "gpus"  # the real mesh's dimension; the simulated mesh's is "gpu"
 TARGET = 0.30  # the median predicted/measured must be within this of 1

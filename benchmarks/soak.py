@@ -129,7 +129,7 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank percentile of an ascending list; None when it is empty."""
     if not sorted_values:
         return None
-    index = max(0, min(len(sorted_values) - 1, int(round(q * len(sorted_values) + 0.5)) - 1))
+    index = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values) + 0.5) - 1))
     return sorted_values[index]
 
 

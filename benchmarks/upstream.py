@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -91,7 +91,7 @@ class FileRun(NamedTuple):
     status: str
     tests: dict[str, str]
     reason: str = ""
-    messages: dict[str, str] = {}
+    messages: Mapping[str, str] = {}  # read only: the default is shared by every FileRun
     wall_s: float = 0.0
 
 
@@ -316,7 +316,7 @@ def identify(python: str, cwd: Path) -> dict[str, str]:
     if done.returncode != 0:
         raise SystemExit(f"{python} cannot import monarch from {cwd}: "
                          f"{first_error_line(done.stderr) or done.stderr[-500:]}")
-    path, version = (done.stdout.splitlines() + ["", ""])[:2]
+    path, version = [*done.stdout.splitlines(), "", ""][:2]
     return {"python": python, "monarch_file": path, "version": version}
 
 

@@ -42,9 +42,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import workloads as wl  # noqa: E402  (same folder: its helpers and its system detection)
+import workloads as wl  # (same folder: its helpers and its system detection)
 
-from monarch.actor import Actor, endpoint, this_host  # noqa: E402
+from monarch.actor import Actor, endpoint, this_host
 
 GET_TIMEOUT_S = 300.0  # 96 torchmonarch procs take about 30 s to come up here
 PAGE_MIB = 1.0 / 1024.0  # smaps figures are in kB

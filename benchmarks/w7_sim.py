@@ -26,8 +26,9 @@ What is measured per `call()` of a no-op endpoint, after a warm-up:
 
 Meshes: `agents<N>`, a one-dimensional mesh of N agents on one host; and `hosts<H>x<R>`, H
 simulated hosts with R ranks each (dimensions `hosts`, `procs`), for each H of `--hosts` and R of
-`--per-host`. Rank r lives on host r // R (given to the `ProcTable` where it records hosts). A flat cast posts one envelope per rank, so the controller's cost
-grows with H x R; a cast through one relay per host would grow with H only. `scaling` compares,
+`--per-host`. Rank r lives on host r // R (given to the `ProcTable` where it records hosts). A
+flat cast posts one envelope per rank, so the controller's cost grows with H x R; a cast through
+one relay per host would grow with H only. `scaling` compares,
 per H, the largest R against R = 1 (`ratio` near R: grows with ranks; near 1: with hosts), and
 gives the latency per log2(H).
 """

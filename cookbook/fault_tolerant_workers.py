@@ -33,7 +33,7 @@ class Supervisor(Actor):
 
     def __supervise__(self, failure: MeshFailure) -> bool:
         # `mesh_name` says which worker died; replace it and call the failure handled.
-        for i, worker in enumerate(self.workers):
+        for i in range(len(self.workers)):
             if failure.mesh_name == f"worker{i}":
                 self.workers[i] = self._start(i)
                 self.replaced += 1

@@ -13,16 +13,17 @@ per replica, and prints the step, the replicas in the quorum and each replica's 
 SIGKILLs one replica's proc; the fault reaches the client's `unhandled_fault_hook`, which only
 records it (the controller handles it). The survivor keeps training alone (the lighthouse drops
 the dead replica once its heartbeats stop); after its first step alone the controller spawns a
-new proc mesh and a fresh `Replica` for the same group. That one joins at step 0, torchft heals it from the survivor,
-and from then on both train again with identical weights, which every step checks.
+new proc mesh and a fresh `Replica` for the same group. That one joins at step 0, torchft heals
+it from the survivor, and from then on both train again with identical weights, which every step
+checks.
 
 Lockstep needs care after the kill and at the rejoin. A quorum needs more than half of the
 replicas that heartbeat, so a replacement heartbeating before the survivor formed its first quorum
-alone would hold the survivor's request until the replacement asks too. The lighthouse grants a quorum at once when every member of
-the previous one asks again ("fast quorum"), so a survivor asking first gets a quorum of its own
-even while the replacement heartbeats; the replacement's request, in turn, waits for a majority
-of the live replicas. So the controller keeps stepping the survivor while the replacement's
-first step is pending, until a quorum holds both.
+alone would hold the survivor's request until the replacement asks too. The lighthouse grants a
+quorum at once when every member of the previous one asks again ("fast quorum"), so a survivor
+asking first gets a quorum of its own even while the replacement heartbeats; the replacement's
+request, in turn, waits for a majority of the live replicas. So the controller keeps stepping the
+survivor while the replacement's first step is pending, until a quorum holds both.
 
 `--json` prints the run's record as one JSON line instead (what the test reads).
 """

@@ -5,9 +5,10 @@ engine: distributed tensors across a proc mesh, plus configuration and shape typ
 lazily on first access, so `import monarch` stays cheap and does not import torch.
 
 `monarch.__version__` is the installed version (the `monarch-dask` distribution's), which
-attaching to hosts compares with theirs. `no_mesh` is a device-mesh stand-in whose `activate()` turns dispatch to the active mesh off
-for a block; `function_resolvers` is the (empty) list of hooks torchmonarch uses to resolve
-remote functions by name. `monarch.Simulator` and `set_meta` come from `monarch.simulator`.
+attaching to hosts compares with theirs. `no_mesh` is a device-mesh stand-in whose `activate()`
+turns dispatch to the active mesh off for a block; `function_resolvers` is the (empty) list of hooks
+torchmonarch uses to resolve remote functions by name. `monarch.Simulator` and `set_meta` come from
+`monarch.simulator`.
 """
 
 from __future__ import annotations

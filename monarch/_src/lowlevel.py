@@ -6,10 +6,11 @@ Features import these names from here, never from `runtime/` or `transport/` dir
 an underscore name from anywhere (tests/unit/test_layers.py checks both). Each name keeps its
 home module, where its documentation lives:
 
-* Casting (`mesh/casting.py`, also as the module `casting`): `plan(mesh) -> CastPlan` (the ranks, routing keys, actor key and
-  extent of a call to an actor mesh), `target(endpoint) -> EndpointTarget`, `check(mesh)`,
-  `encode_args`, `post_call(...)` (one `Call` per target rank, through one relay proc per host
-  when `cast_tree` says so: `mesh/relay.py`).
+* Casting (`mesh/casting.py`, also as the module `casting`): `plan(mesh) -> CastPlan` (the ranks,
+  routing keys, actor key and extent of a call to an actor mesh),
+  `target(endpoint) -> EndpointTarget`, `check(mesh)`, `encode_args`, `post_call(...)` (one
+  `Call` per target rank, through one relay proc per host when `cast_tree` says so:
+  `mesh/relay.py`).
 * Futures (`runtime/future.py`): `Future` with `from_concurrent`, `from_value`,
   `from_exception`, `map`, `wait`, `outcome`; `loop_running_here()`, `check_timeout`.
 * Ports (`runtime/ports.py`): `PortEntry`, the base of every port-table entry (subclass it and

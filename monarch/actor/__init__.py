@@ -16,7 +16,7 @@ from monarch._src.hosts.prestart import prestart_zygote as _prestart_zygote
 
 _prestart_zygote()
 
-import sys  # noqa: E402
+import sys
 from typing import Any
 
 from monarch._src.config import ChannelTransport, configure, get as _config_get, parse_transport
@@ -165,7 +165,10 @@ class _ActorConfig:
         configure(prefix_python_logs_with_actor=value)
 
     def __repr__(self) -> str:
-        return f"<monarch.actor.config prefix_python_logs_with_actor={self.prefix_python_logs_with_actor}>"
+        return (
+            "<monarch.actor.config "
+            f"prefix_python_logs_with_actor={self.prefix_python_logs_with_actor}>"
+        )
 
 
 config: Any = _ActorConfig()

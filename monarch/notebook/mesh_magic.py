@@ -202,7 +202,7 @@ def run_cell(source: str, filename: str, ns: dict[str, Any]) -> Any:
     if isinstance(final, ast.Expr):
         tree.body.pop()
         last = final.value
-    exec(compile(tree, filename, "exec"), ns)  # noqa: S102 - running the user's cell is the point
+    exec(compile(tree, filename, "exec"), ns)  # running the user's cell is the point
     if last is None:
         return None
     return eval(compile(ast.Expression(last), filename, "eval"), ns)

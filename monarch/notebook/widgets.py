@@ -3,10 +3,11 @@
 
 The HTML reprs in `monarch._src.mesh.html` are snapshots: they show the state of each rank when
 the cell ran. These widgets poll the same runtime state (`rank_states()` of the mesh, one
-`mesh.rank_state.RankState` per rank, and the proc table) from a daemon thread at a bounded rate and push only what changed to the frontend, so a notebook
-watches ranks start, fail and stop without re-running a cell. Pushing events from the runtime
-instead was rejected: the runtime would then depend on ipywidgets, and a burst of failures would
-turn into a burst of comm messages; polling bounds both.
+`mesh.rank_state.RankState` per rank, and the proc table) from a daemon thread at a bounded rate and
+push only what changed to the frontend, so a notebook watches ranks start, fail and stop without
+re-running a cell. Pushing events from the runtime instead was rejected: the runtime would then
+depend on ipywidgets, and a burst of failures would turn into a burst of comm messages; polling
+bounds both.
 
 Only this package imports ipywidgets.
 """

@@ -9,5 +9,5 @@ or a TCP stream; see docs/rdma.md. Importing this module does not import torch.
 
 # The names are listed once, in torchmonarch's private path: the facade imports _src, never the
 # reverse.
-from monarch._src.rdma.rdma import *
+from monarch._src.rdma.rdma import *  # noqa: F403 - the names are its __all__, imported below
 from monarch._src.rdma.rdma import __all__ as __all__

@@ -17,7 +17,7 @@ class Paused(Actor):
     @endpoint
     def compute(self, x: int) -> int:
         doubled = x * 2
-        breakpoint()
+        breakpoint()  # noqa: T100 - the debugger under test stops here
         return doubled + 1
 
     @endpoint
@@ -36,7 +36,7 @@ class AsyncPaused(Actor):
     @endpoint
     async def compute(self, x: int) -> int:
         tripled = x * 3
-        breakpoint()
+        breakpoint()  # noqa: T100 - the debugger under test stops here
         return tripled
 
 

@@ -126,7 +126,6 @@ def serving(tmp_path: Path) -> Any:
 
 
 def test_stacks_cli_shows_blocked_endpoint(serving: Any, tmp_path: Path) -> None:
-    app, address = serving
     done = cli(["monarch.tools.commands.stacks", "gate", "0"], tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout

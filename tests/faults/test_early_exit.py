@@ -267,7 +267,8 @@ async def _noop() -> None:
 
 
 def test_remote_proc_that_dies_before_ready_fails_at_once(
-    two_workers: Any, fault_recorder: Any
+    two_workers: Any,  # noqa: F811 - the fixture imported above, as pytest passes it
+    fault_recorder: Any,
 ) -> None:
     hosts = attach_to_workers(ca="trust_all_connections", workers=two_workers.addresses)
     try:

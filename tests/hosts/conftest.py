@@ -18,7 +18,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import guard_stray_faults
-from tests.hosts.netns import wait_listening  # noqa: F401 (shared with the chaos benchmark)
+from tests.hosts.netns import wait_listening  # (shared with the chaos benchmark)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

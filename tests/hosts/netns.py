@@ -26,7 +26,7 @@ def ip(*args: str) -> None:
 def cannot_make_namespaces() -> str | None:
     """Why namespaces cannot be made here (not root, no `ip`), or None when they can."""
     if os.geteuid() != 0:
-        return "network namespaces need root (running as uid %d)" % os.geteuid()
+        return f"network namespaces need root (running as uid {os.geteuid()})"
     if shutil.which("ip") is None:
         return "iproute2's `ip` command is not installed"
     return None

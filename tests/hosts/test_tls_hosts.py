@@ -18,7 +18,7 @@ import pytest
 
 pytest.importorskip("cryptography")
 
-from tests.tls_certs import write_cluster_cert  # noqa: E402  (after the importorskip)
+from tests.tls_certs import write_cluster_cert  # (after the importorskip)
 
 pytestmark = pytest.mark.timeout(150)
 

@@ -46,7 +46,7 @@ A, B, C = "tcp://10.0.0.2:26600", "tcp://10.0.0.3:26600", "tcp://10.0.0.4:26600"
 
 # ---- what a process reports ----------------------------------------------------------------
 def test_collect_reports_this_interpreter_and_installed_distributions() -> None:
-    assert MINE["python"] == "%d.%d.%d" % sys.version_info[:3]
+    assert MINE["python"] == "{}.{}.{}".format(*sys.version_info[:3])
     assert MINE["monarch"] == monarch.__version__ == version("monarch-dask")
     for package in ("torch", "cloudpickle", "numpy", "distributed"):
         assert MINE[package] == version(package)

@@ -296,7 +296,7 @@ def test_accumulator_combine_is_left_fold_from_identity(procs4: Any) -> None:
 
     def combine(acc: tuple[Any, ...], reply: int) -> tuple[Any, ...]:
         # Called as combine(acc, reply); the other order would fail on `int + tuple`.
-        return acc + (reply,)
+        return (*acc, reply)
 
     result = Accumulator(mesh.times_ten, ("start",), combine).accumulate().get(timeout=TIMEOUT)
     assert result[0] == "start"

@@ -103,8 +103,13 @@ class Recorder(Blocker):
 
     async def __cleanup__(self, exc: BaseException | None) -> None:
         path = os.path.join(self.directory, str(current_rank().rank))
-        with open(path, "w") as f:
-            f.write(" ".join(map(str, self.seen)))
+        seen = " ".join(map(str, self.seen))
+
+        def write() -> None:
+            with open(path, "w") as f:
+                f.write(seen)
+
+        await asyncio.to_thread(write)
 
 
 def test_stop_follows_the_broadcasts_through_the_relay(procs: Any, tmp_path: Any) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import ctypes
+import itertools
 import json
 import os
 import socket
@@ -187,7 +188,7 @@ def test_mesh_terminate_concurrency_one_stops_procs_one_at_a_time(tmp_path: Path
         procs.stop().get(timeout=STOP_TIMEOUT)
     spans = sorted(json.loads(p.read_text()) for p in tmp_path.glob("*.json"))
     assert len(spans) == 3
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert end <= start, spans
 
 

@@ -247,7 +247,7 @@ async def test_proc_mesh_async_with_stops_procs_on_exit(fault_recorder: Any) -> 
         assert _alive(pid)
     assert _survivors({pid}, None) == set()
     # The error may come from spawn itself or, since spawn does not block, from initialized.
-    with pytest.raises(RuntimeError, match="`ProcMesh` has already been stopped"):  # noqa: PT012
+    with pytest.raises(RuntimeError, match="`ProcMesh` has already been stopped"):
         late = procs.spawn("life_after_async_with", Pid)
         await late.initialized
     with pytest.raises(RuntimeError):

@@ -125,7 +125,7 @@ def test_proc_mesh_stopped_then_spawn_raises_already_stopped(fault_recorder: Any
     procs.spawn("stop_before_stop", Pid).pid.call_one().get(timeout=TIMEOUT)
     assert procs.stop().get(timeout=TIMEOUT) is None
     # The error may come from spawn itself or, since spawn does not block, from initialized.
-    with pytest.raises(RuntimeError, match="`ProcMesh` has already been stopped"):  # noqa: PT012
+    with pytest.raises(RuntimeError, match="`ProcMesh` has already been stopped"):
         late = procs.spawn("stop_after_stop", Pid)
         late.initialized.get(timeout=TIMEOUT)
 

@@ -108,8 +108,8 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP Over
         self._wait(self._node_idle, "the Slurm node to become idle")
 
     def _node_idle(self) -> bool:
-        out = subprocess.run(check=False, args=["sinfo", "-h", "-o", "%t"], capture_output=True, text=True,
-                             env=self.env, timeout=10)
+        out = subprocess.run(check=False, args=["sinfo", "-h", "-o", "%t"], capture_output=True,
+                             text=True, env=self.env, timeout=10)
         return out.returncode == 0 and out.stdout.strip().startswith("idle")
 
     def _wait(self, cond: Any, what: str) -> None:
@@ -126,8 +126,8 @@ PartitionName=debug Nodes={self.node} Default=YES MaxTime=INFINITE State=UP Over
     def stop(self) -> None:
         """Cancel every job, kill the daemons (newest first) and wait for them."""
         if self.procs and all(p.poll() is None for p in self.procs):
-            subprocess.run(check=False, args=["scancel", "--user=root", "--full"], capture_output=True,
-                           env=self.env, timeout=10)
+            subprocess.run(check=False, args=["scancel", "--user=root", "--full"],
+                           capture_output=True, env=self.env, timeout=10)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and subprocess.run(
                     ["squeue", "-h"], check=False, capture_output=True, text=True, env=self.env,

@@ -33,7 +33,9 @@ raise SystemExit(int(os.environ["MONARCH_RANK"]) + 3)
 """
 
 
-def monarch(cwd: pathlib.Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def monarch(
+    cwd: pathlib.Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run([MONARCH, *args], check=False, cwd=cwd, capture_output=True, text=True,
                           timeout=TIMEOUT, input=stdin)
 

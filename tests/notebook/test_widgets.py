@@ -112,13 +112,14 @@ def _failing_bootstrap() -> None:
 
 
 def test_spawn_progress_bootstrap_failure_turns_red(fault_recorder: Any) -> None:
-    from monarch.actor import this_host
+    from monarch.actor import ActorError, this_host
     from monarch.notebook import spawn_progress
 
     procs = this_host().spawn_procs(per_host={"gpus": 2}, bootstrap=_failing_bootstrap)
     progress = spawn_progress(procs)
     try:
-        with pytest.raises(Exception):
+        # As in Monarch: a bootstrap's exception is the setup actor's call failing.
+        with pytest.raises(ActorError, match="bootstrap refused on purpose"):
             procs._table.ready.result(timeout=30)
         progress.refresh()
         assert progress.bar.bar_style == "danger"

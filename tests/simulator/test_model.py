@@ -143,9 +143,9 @@ def test_collective_finishes_when_every_member_arrived() -> None:
         Reduce(3, None, "main", 1, 3, ((0, 1),), "sum", False, False,
                OpMeta("reduce", (tm(*big),), (tm(*big),))),
     ], 0.0)
-    r0 = [t for t in m.workers[0].tasks if t.category == "collective"][0]
-    r1 = [t for t in m.workers[1].tasks if t.category == "collective"][0]
-    mm = [t for t in m.workers[1].tasks if t.name == "aten::mm"][0]
+    r0 = next(t for t in m.workers[0].tasks if t.category == "collective")
+    r1 = next(t for t in m.workers[1].tasks if t.category == "collective")
+    mm = next(t for t in m.workers[1].tasks if t.name == "aten::mm")
     assert r0.start == r1.start == pytest.approx(mm.end)
     assert r0.end == r1.end
     expected = CommModel().collective_time("all_reduce", 8192 * 8192 * 4, (0, 1))
@@ -173,8 +173,8 @@ def test_send_moves_a_value_between_ranks() -> None:
         SendTensor(2, None, "main", 1, 2, ((0, 1),), OpMeta("send", (tm(1000),), (tm(1000),))),
     ], 0.0)
     assert m.workers[1].live == 8000 and m.workers[0].live == 4000
-    s0 = [t for t in m.workers[0].tasks if t.category == "transfer"][0]
-    s1 = [t for t in m.workers[1].tasks if t.category == "transfer"][0]
+    s0 = next(t for t in m.workers[0].tasks if t.category == "transfer")
+    s1 = next(t for t in m.workers[1].tasks if t.category == "transfer")
     assert (s0.start, s0.end) == (s1.start, s1.end)
 
 

@@ -176,7 +176,7 @@ def test_set_meta_tags_tasks(tmp_path: Path) -> None:
 def test_iterations_report_time_and_peak(tmp_path: Path) -> None:
     s = sim(tmp_path)
     with s.mesh.activate():
-        for i in range(3):
+        for _ in range(3):
             x = torch.ones(1024, 1024)  # 4 MiB, the previous x freed later
             y = x @ x
             s.step()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 
@@ -35,8 +37,6 @@ def append_to(box: list[int], value: int) -> int:
 
 
 # ---- a gate that blocks a worker until an actor on the same proc opens it ---------------------
-import threading
-
 _gate = threading.Event()
 
 

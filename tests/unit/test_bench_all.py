@@ -152,7 +152,7 @@ def test_run_system_dead_unreaped_member_is_not_left_behind(tmp_path: Path) -> N
     # The runner runs under a child subreaper, so the member a benchmark did not reap stays a
     # zombie of the runner (as under an init that reaps every second or two) until it is
     # waited for, while a member that still runs is listed and killed.
-    zombie = _script(tmp_path, "zombie.py", """
+    _script(tmp_path, "zombie.py", """
         import json, os
         pid = os.fork()  # not a Popen: its __del__ would reap the child at exit
         if pid == 0:
@@ -160,7 +160,7 @@ def test_run_system_dead_unreaped_member_is_not_left_behind(tmp_path: Path) -> N
         os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)  # it has exited, unreaped
         print(json.dumps({"figure": 1}))
     """)
-    running = _script(tmp_path, "running.py", """
+    _script(tmp_path, "running.py", """
         import json, subprocess
         subprocess.Popen(["sleep", "60"])
         print(json.dumps({"figure": 2}))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import pickle
@@ -703,7 +704,7 @@ def test_parametrize_config_collected_test_runs_under_its_case() -> None:
 @parametrize_config(enable_tls={True})
 @parametrize_config_pointwise(tail_log_lines=[3], cleanup_timeout=["4s"])
 async def test_parametrize_config_stacked_async_test_sees_both(tmp_path: Path) -> None:
-    assert tmp_path.exists()
+    assert await asyncio.to_thread(tmp_path.exists)
     assert internal.get("enable_tls") is True
     assert internal.get("tail_log_lines") == 3
     assert internal.get("cleanup_timeout") == "4s"

@@ -1,4 +1,5 @@
-"""Unit tests for the envelope records: still tuples, plain tuples on the wire, retyped on receipt."""
+"""Unit tests for the envelope records: still tuples, plain tuples on the wire, retyped on
+receipt."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """Unit tests for `Future`: blocking reads, caching, lazy decoding and the asyncio bridges.
 
-Futures are built on a bare `concurrent.futures.Future` through `Future.from_concurrent`, the way the
-runtime builds them, and completed by the test itself (from another thread where a reader must be
-blocked first). Nothing here starts a runtime.
+Futures are built on a bare `concurrent.futures.Future` through `Future.from_concurrent`, the way
+the runtime builds them, and completed by the test itself (from another thread where a reader must
+be blocked first). Nothing here starts a runtime.
 """
 
 from __future__ import annotations

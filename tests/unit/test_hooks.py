@@ -33,7 +33,7 @@ def test_importing_the_facades_fills_the_slots_without_importing_torch():
     before, after_actor, after_tools, torch_loaded, setup = json.loads(run.stdout)
     assert before == []  # the lower layers fill nothing themselves
     assert after_actor == ["fault_hook", "local_host", "mesh_engine", "proc_setup", "rref"]
-    assert after_tools == sorted(after_actor + ["workspace_sync"])
+    assert after_tools == sorted([*after_actor, "workspace_sync"])
     assert not torch_loaded  # the tensor engine's slots import it on first use only
     assert setup == ["monarch._src.wiring.proc:install"]
 

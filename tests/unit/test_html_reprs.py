@@ -32,5 +32,7 @@ def test_mesh_html_colours_ranks_by_state_and_counts_them() -> None:
 
 
 def test_mesh_html_too_many_ranks_is_summarised() -> None:
-    html = mesh_html("ProcMesh", "big", Extent(["r"], [5000]), [RankState(Health.RUNNING, "", None, 0)] * 5000)
+    html = mesh_html(
+        "ProcMesh", "big", Extent(["r"], [5000]), [RankState(Health.RUNNING, "", None, 0)] * 5000
+    )
     assert "5000 ranks (too many to draw)" in html

@@ -15,8 +15,8 @@ Between features only the edges of FEATURE_DEPS are allowed. The modules that ke
 torchmonarch's private import paths of `monarch.actor` (`monarch._src.actor.*`) are facades.
 Checked here: no import goes up a layer or across features outside FEATURE_DEPS; no
 cycle between packages; nothing under `monarch._src` but those imports a public facade;
-features (and the notebook) reach the runtime, the transport and the mesh's seams only through `monarch._src.lowlevel`; no underscore name imported across packages;
-no underscore attribute
+features (and the notebook) reach the runtime, the transport and the mesh's seams only through
+`monarch._src.lowlevel`; no underscore name imported across packages; no underscore attribute
 read on another package's object (an attribute named `_x` read from something other than
 `self`/`cls`, where only other packages define `_x`).
 """

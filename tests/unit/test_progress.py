@@ -282,8 +282,10 @@ def test_terminal_renderer_keeps_a_multi_line_error_to_its_first_line() -> None:
     out = io.StringIO()
     p = Progress("procs up", 2, renderer=TerminalRenderer(out))
     p.close(RuntimeError("The actor <root>.setup failed:\n  Traceback ...\n  boom"))
-    assert out.getvalue() == ("[monarch] procs up: 0/2\n"
-                              "[monarch] procs up: 0/2 failed: The actor <root>.setup failed: ...\n")
+    assert out.getvalue() == (
+        "[monarch] procs up: 0/2\n"
+        "[monarch] procs up: 0/2 failed: The actor <root>.setup failed: ...\n"
+    )
 
 
 def test_a_failing_renderer_is_dropped_and_never_fails_the_work(

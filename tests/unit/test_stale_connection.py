@@ -49,7 +49,8 @@ def test_the_echo_of_giving_a_peer_up_does_not_undo_its_revival(boxes: list[_Box
     attaches to it again once the link healed. The host, seeing the controller's connection
     close, takes it for dead in turn and closes its own old connection to the controller. That
     break reached the controller after the re-attach had revived the host, and failed it: "the
-    peer closed the connection" (CI, tests/hosts/test_chaos.py::test_reattach_after_a_healed_cut)."""
+    peer closed the connection" (CI,
+    tests/hosts/test_chaos.py::test_reattach_after_a_healed_cut)."""
     a, b = _Box(), _Box()
     boxes.extend([a, b])
     assert b.ask(a.mailbox.address, 1) == 1  # b's connection to a, and a's to b

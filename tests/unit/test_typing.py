@@ -21,4 +21,6 @@ def test_mypy_strict_is_clean():
         timeout=590,
     )
     errors = [line for line in run.stdout.splitlines() if ": error:" in line]
-    assert run.returncode == 0, f"mypy --strict: {len(errors)} errors\n" + run.stdout[-20000:] + run.stderr
+    assert run.returncode == 0, (
+        f"mypy --strict: {len(errors)} errors\n" + run.stdout[-20000:] + run.stderr
+    )

@@ -185,7 +185,8 @@ def test_actor_addr_and_port_id_text_round_trip_equal() -> None:
     from monarch._rust_bindings.monarch_hyperactor.proc import ActorAddr
 
     addr = ActorAddr(addr="tcp://127.0.0.1:5", proc_name="p", actor_name="a")
-    assert ActorAddr.from_string(str(addr)) == addr and hash(addr) == hash(ActorAddr.from_string(str(addr)))
+    assert ActorAddr.from_string(str(addr)) == addr
+    assert hash(addr) == hash(ActorAddr.from_string(str(addr)))
     port = PortId(actor_id=addr, port=3)
     assert PortId.from_string(repr(port)) == port and port.index == 3
     assert pickle.loads(pickle.dumps(port)) == port

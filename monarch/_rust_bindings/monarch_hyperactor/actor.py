@@ -33,7 +33,11 @@ class _Record:
         return tuple(getattr(self, f) for f in self._fields)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Record) and type(other) is type(self) and self._values() == other._values()
+        return (
+            isinstance(other, _Record)
+            and type(other) is type(self)
+            and self._values() == other._values()
+        )
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._values()))
@@ -166,15 +170,22 @@ class PythonMessage:
 
     __slots__ = ("kind", "message", "refs")
 
-    def __init__(self, kind: PythonMessageKind, message: FrozenBuffer | bytes, refs: list[Any]) -> None:
+    def __init__(
+        self, kind: PythonMessageKind, message: FrozenBuffer | bytes, refs: list[Any]
+    ) -> None:
         if not isinstance(kind, PythonMessageKind):
-            raise TypeError(f"PythonMessage kind must be a PythonMessageKind, not {type(kind).__name__}.")
+            raise TypeError(
+                f"PythonMessage kind must be a PythonMessageKind, not {type(kind).__name__}."
+            )
         self.kind = kind
         self.message = message if isinstance(message, FrozenBuffer) else FrozenBuffer(message)
         self.refs = list(refs)
 
     def __repr__(self) -> str:
-        return f"PythonMessage(kind={self.kind!r}, message={bytes(self.message)!r}, refs={self.refs!r})"
+        return (
+            f"PythonMessage(kind={self.kind!r}, message={bytes(self.message)!r}, "
+            f"refs={self.refs!r})"
+        )
 
 
 class PortProtocol(Generic[R], Protocol):
@@ -188,4 +199,6 @@ class PortProtocol(Generic[R], Protocol):
 class Actor(Protocol):
     """The dispatch protocol of Monarch's Rust actor layer (here dispatch is `HostedActor`'s)."""
 
-    def handle(self, ctx: Any, method: MethodSpecifier, message: FrozenBuffer, *args: Any) -> Awaitable[None]: ...
+    def handle(
+        self, ctx: Any, method: MethodSpecifier, message: FrozenBuffer, *args: Any
+    ) -> Awaitable[None]: ...

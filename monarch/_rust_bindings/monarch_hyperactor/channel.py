@@ -21,7 +21,8 @@ class BindSpec:
     def __init__(self, spec: ChannelTransport | str) -> None:
         if not isinstance(spec, (ChannelTransport, str)):
             raise TypeError(
-                f"BindSpec takes a ChannelTransport or an address string, not {type(spec).__name__}."
+                "BindSpec takes a ChannelTransport or an address string, "
+                f"not {type(spec).__name__}."
             )
         # Members are kept as given (Local and MetaTls* included: a spec names them even where
         # binding them is refused); strings are normalized as `default_transport` does.

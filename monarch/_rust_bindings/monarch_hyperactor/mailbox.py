@@ -83,7 +83,9 @@ class PortRef:
         return self._port_id
 
     def send(self, instance: Any, message: Any) -> None:
-        raise NotImplementedError(f"PortRef.send() to {self._port_id!r} is not supported. {_USE_PORTS}")
+        raise NotImplementedError(
+            f"PortRef.send() to {self._port_id!r} is not supported. {_USE_PORTS}"
+        )
 
     def __repr__(self) -> str:
         return f"PortRef({self._port_id!r})"

@@ -44,7 +44,8 @@ class _HandleProbe:
     def __init__(self, outcome: str) -> None:
         if outcome not in ("success", "exception", "base_exception"):
             raise ValueError(
-                f"Unknown probe outcome {outcome!r}. Use 'success', 'exception' or 'base_exception'."
+                f"Unknown probe outcome {outcome!r}. "
+                "Use 'success', 'exception' or 'base_exception'."
             )
         self._outcome = outcome
         self._handle_obj, completer = _new_handle_pair()

@@ -6,12 +6,16 @@ accept a callback that would never be called.
 """
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import monarch.actor  # noqa: F401  (the facade's import-time effects, as on Monarch)
 from monarch._rust_bindings.monarch_hyperactor.proc_mesh import ProcMesh as HyProcMesh
 from monarch._src.mesh.controller import get_or_spawn_controller
 from monarch._src.mesh.proc_mesh import ProcMesh
+
+if TYPE_CHECKING:
+    # At run time `__getattr__` below imports it on first use.
+    from monarch._src.tensor.mesh import DeviceMesh
 
 __all__ = [
     "DeviceMesh",

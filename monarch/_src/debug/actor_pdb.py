@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import os
-import pdb
+import pdb  # noqa: T100 - the distributed debugger: ActorPdb is a pdb.Pdb
 import queue
 import sys
 import threading

@@ -57,9 +57,12 @@ def run_proc(spec: dict[str, Any]) -> int:
     rt.root_address = spec["root"]
     controller = spec["controller"]
     done: asyncio.Future[None] = loop.create_future()
+    stopping: set[asyncio.Task[None]] = set()  # held until done: the loop keeps weak references
 
     def stop_proc(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        loop.create_task(_stop_everything(mailbox, args[0], reply, done))
+        task = loop.create_task(_stop_everything(mailbox, args[0], reply, done))
+        stopping.add(task)
+        task.add_done_callback(stopping.discard)
 
     mailbox.control["stop_proc"] = stop_proc
     capture = _capture_output(spec, mailbox, controller)

@@ -1,9 +1,10 @@
 """Remote hosts, the public entry points: host meshes over monarch hosts on other machines.
 
 * `attach_to_workers(ca=..., workers=[...])`: a `HostMesh` (dimension `hosts`) over processes
-  running `run_worker_loop_forever` (or `run_worker_loop_until_shutdown`, which returns after
-  the shutdown, or `start_worker_loop_forever`, which returns a Future at once) / `monarch worker`, driven by a `RemoteHostAgent`
-  (`hosts/remote_agent.py`); the worker side is `HostServer` (`hosts/served.py`).
+  running `run_worker_loop_forever` (or `run_worker_loop_until_shutdown`, which returns after the
+  shutdown, or `start_worker_loop_forever`, which returns a Future at once) / `monarch worker`,
+  driven by a `RemoteHostAgent` (`hosts/remote_agent.py`); the worker side is `HostServer`
+  (`hosts/served.py`).
 * `hosts_from_dask(target)`: one host per machine of a Dask cluster (`hosts/dask.py`).
 * `hosts_from_config(name)`: a scheduler address from the environment or config file, else a
   stand-in of two local worker processes (`hosts/local_workers.py`).

@@ -133,7 +133,7 @@ class HostServer:
         self._serve(args, reply)
 
     def _serve(self, args: tuple[Any, ...], reply: Any) -> None:
-        client, root, dialed_host = args
+        client, _root, dialed_host = args
         self.client = client
         self.dialed_host = dialed_host
         self._heartbeats.forget(client)
@@ -150,7 +150,9 @@ class HostServer:
         client, table_id, proc_ids, spec = args
         if client != self.client:
             for proc_id in proc_ids:
-                refused = ProcReady(proc_id, "", 0, f"host {self.address} is serving another client")
+                refused = ProcReady(
+                    proc_id, "", 0, f"host {self.address} is serving another client"
+                )
                 self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", tuple(refused),
                                                      None))
             return

@@ -76,6 +76,10 @@ def _monarch_version() -> str:
     return _distribution_version(PACKAGES["monarch"]) or "unknown"
 
 
+# Declared for type checkers and `__all__`: its value comes from `__getattr__`, on first use.
+MONARCH_VERSION: str
+
+
 def __getattr__(name: str) -> str:
     """`MONARCH_VERSION`, what `monarch.__version__` is ("unknown" when monarch runs from a
     tree that is not installed); read on first use, since parsing a distribution's metadata
@@ -94,7 +98,7 @@ def _collected() -> tuple[tuple[str, str | None], ...]:
     found: list[tuple[str, str | None]] = []
     for package, distribution in PACKAGES.items():
         if package == "python":
-            found.append((package, "%d.%d.%d" % sys.version_info[:3]))
+            found.append((package, "{}.{}.{}".format(*sys.version_info[:3])))
         elif package == "monarch":
             found.append((package, _monarch_version()))
         else:

@@ -124,7 +124,7 @@ class JobTrait(abc.ABC):
         self.__dict__.update(state)
         self._init_live()
 
-    def _init_live(self) -> None:
+    def _init_live(self) -> None:  # noqa: B027 - optional hook, a no-op without live state
         """Set the `_live*` attributes (connections of this process) to their empty values.
 
         Called by subclasses' `__init__` and after unpickling, where they are never present.

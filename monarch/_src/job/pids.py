@@ -9,7 +9,15 @@ import subprocess
 import sys
 import time
 
-__all__ = ["alive", "child", "kill_workers", "listens", "remember", "spawn_detached", "wait_listening"]
+__all__ = [
+    "alive",
+    "child",
+    "kill_workers",
+    "listens",
+    "remember",
+    "spawn_detached",
+    "wait_listening",
+]
 
 # Batch clients this process started, by pid: kept so that their Popen objects are not
 # collected while the clients run (they may outlive this process by design).

@@ -99,7 +99,7 @@ class _Relay:
         tasks = [asyncio.ensure_future(outbound()), asyncio.ensure_future(inbound())]
         try:
             # Done when both directions ended, or as soon as one fails.
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             failed = any(t.exception() is not None for t in done if not t.cancelled())
             if failed:
                 writer.transport.abort()

@@ -11,8 +11,8 @@ class JobState:
     """The host meshes of a job that is up: `state.trainers` is the `HostMesh` named "trainers".
 
     Built by `JobTrait.state()`; asking for a name the job does not have raises `AttributeError`
-    listing the names it has (torchmonarch's wording). The observability fields are None: the telemetry sidecar, the
-    dashboard and the admin TUI are not part of this implementation.
+    listing the names it has (torchmonarch's wording). The observability fields are None: the
+    telemetry sidecar, the dashboard and the admin TUI are not part of this implementation.
     """
 
     def __init__(self, hosts: dict[str, Any]) -> None:

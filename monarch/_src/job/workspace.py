@@ -80,7 +80,7 @@ def scan(root: str, cache_path: str | None = None) -> dict[str, Entry]:
             key = [st.st_size, st.st_mtime_ns]
             old = cache.get(rel)
             digest = old[2] if old and old[:2] == key else _sha256(full)
-            fresh[rel] = key + [digest]
+            fresh[rel] = [*key, digest]
             manifest[rel] = ("file", digest, stat.S_IMODE(st.st_mode))
     try:
         with open(cache_path, "w") as f:

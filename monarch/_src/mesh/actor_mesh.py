@@ -8,7 +8,6 @@ mailbox; a rank's address is its proc's address plus that key.
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
@@ -178,7 +177,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             if any(local[rank] in failed for rank in self._cast_plan().ranks):
                 # As in Monarch: the report of the mesh's first failure, as the failed actor's
                 # callers saw it, whichever of its failed ranks this call targets.
-                raise SupervisionError(list(failed.values())[0], f"{self._name}.{endpoint}")
+                raise SupervisionError(next(iter(failed.values())), f"{self._name}.{endpoint}")
         self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan().ranks)
 
     def _forgotten(self) -> bool:
@@ -309,7 +308,9 @@ class ActorMesh(MeshTrait, Generic[T]):
                 "one spawn returned, can be stopped."
             )
         # Monarch's stop future resolves to an empty tuple (typed as None there too).
-        empty: Callable[[Any], Any] = lambda _: ()
+        def empty(_: Any) -> Any:
+            return ()
+
         return Future.from_concurrent(self._stop_owned(reason), empty)
 
     def _stop_owned(self, reason: str) -> concurrent.futures.Future[Any]:

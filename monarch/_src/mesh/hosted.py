@@ -647,7 +647,7 @@ class HostedActor:
 
     async def _cleanup_after_failure(self, report: str) -> None:
         """As in Monarch, a failed actor's `__cleanup__` gets an `Exception` saying why."""
-        head, _, reason = report.partition(REPORT_HEAD)
+        _head, _, reason = report.partition(REPORT_HEAD)
         reason = textwrap.dedent(reason) if reason else report
         where = f"{self.info.name}<{self.info.actor_key}>.{self.proc_id}@{self.mailbox.address}"
         try:

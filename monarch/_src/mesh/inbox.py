@@ -8,7 +8,7 @@ name. The proc agent (`mesh/agent.py`) and the actor itself (`mesh/hosted.py`) b
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monarch._src.runtime.envelope import Call, PortAddr
 
@@ -94,4 +94,4 @@ class Upgrade(NamedTuple):
     reply: PortAddr
 
 
-InboxMessage = Union[Call, Init, Stop, Supervise, Ready, Undeliverable, Cleanup, Upgrade]
+InboxMessage = Call | Init | Stop | Supervise | Ready | Undeliverable | Cleanup | Upgrade

@@ -26,7 +26,8 @@ import inspect
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, ContextManager, TypeVar, overload
+from contextlib import AbstractContextManager
+from typing import Any, TypeVar, overload
 
 __all__ = ["OTEL", "get_meter", "instrument_endpoint", "span", "traced", "tracing_active"]
 
@@ -79,7 +80,7 @@ class _NoSpan:
 _NO_SPAN = _NoSpan()
 
 
-def span(name: str, attributes: dict[str, Any] | None = None) -> ContextManager[Any]:
+def span(name: str, attributes: dict[str, Any] | None = None) -> AbstractContextManager[Any]:
     """A context manager: a span called `name` around the block, bound to the current actor.
 
     With OpenTelemetry the span is the current span inside the block (children nest under it) and

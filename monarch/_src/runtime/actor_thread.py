@@ -30,7 +30,9 @@ Handler = Callable[[Any], "Awaitable[None] | None"]
 class ActorThread:
     """Runs `handle(message)` for each enqueued message, one at a time, on a private loop."""
 
-    def __init__(self, name: str, handle: Handler, on_exit: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, name: str, handle: Handler, on_exit: Callable[[], None] | None = None
+    ) -> None:
         self.name = name
         self._handle = handle
         self._on_exit = on_exit

@@ -22,7 +22,7 @@ Port addresses are `(proc_address, port_id)` pairs; actor addresses are
 from __future__ import annotations
 
 import pickle
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 from monarch._src.config import get as config_get
 from monarch._src.transport import serialization
@@ -118,7 +118,7 @@ class Control(NamedTuple):
     """Where the handler's answer or error goes, or None."""
 
 
-Envelope = Union[Call, PortMsg, Control]
+Envelope = Call | PortMsg | Control
 
 # Record class by kind, for `as_record`.
 _RECORDS: tuple[type[Call], type[PortMsg], type[Control]] = (Call, PortMsg, Control)
@@ -143,7 +143,9 @@ def encode(obj: Any) -> Payload:
                 "Send it in parts, or raise the limit with "
                 "monarch.configure(codec_max_frame_length=...)."
             )
-    return data, [b if isinstance(b, pickle.PickleBuffer) else pickle.PickleBuffer(b) for b in buffers]
+    return data, [
+        b if isinstance(b, pickle.PickleBuffer) else pickle.PickleBuffer(b) for b in buffers
+    ]
 
 
 def decode(payload: Payload) -> Any:

@@ -405,7 +405,9 @@ class Future(Generic[T]):
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            raise ValueError("__await__ with no active event loop (either asyncio or tokio)") from None
+            raise ValueError(
+                "__await__ with no active event loop (either asyncio or tokio)"
+            ) from None
         if self._cf.done():
             if not self._complete:
                 self._observed = True

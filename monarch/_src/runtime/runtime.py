@@ -136,7 +136,9 @@ def routable_ip() -> str:
         return "127.0.0.1"
 
 
-def install_proc_runtime(loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str) -> Runtime:
+def install_proc_runtime(
+    loop: asyncio.AbstractEventLoop, mailbox: Mailbox, proc_id: str
+) -> Runtime:
     """Make `mailbox` this proc's runtime; its loop runs on the calling (main) thread."""
     global _runtime
     rt = Runtime(loop, mailbox, proc_id, False)

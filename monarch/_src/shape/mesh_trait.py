@@ -43,22 +43,22 @@ class MeshTrait(ABC):
         and flatten), so implementations can map each of its ranks back to their own data.
         """
 
-    def slice(self: _M, **dims: int | builtins.slice) -> _M:  # noqa: PYI019
+    def slice(self: _M, **dims: int | builtins.slice) -> _M:
         """Restrict dimensions: `mesh.slice(gpus=0)` drops `gpus`; a `slice` keeps the dim.
 
         Unknown label: TypeError. Integer out of range or negative: IndexError.
         """
         return self._new_with_shape(slice_shape(self._shape, **dims))
 
-    def split(self: _M, **kwargs: Sequence[str] | int) -> _M:  # noqa: PYI019
+    def split(self: _M, **kwargs: Sequence[str] | int) -> _M:
         """Split dimensions: `mesh.split(host=("dp", "pp"), pp=2)`; see `ops.split_shape`."""
         return self._new_with_shape(split_shape(self._shape, **kwargs))
 
-    def rename(self: _M, **kwargs: str) -> _M:  # noqa: PYI019
+    def rename(self: _M, **kwargs: str) -> _M:
         """Rename dimensions: `mesh.rename(host="dp")`; unmentioned dimensions are kept."""
         return self._new_with_shape(rename_shape(self._shape, **kwargs))
 
-    def flatten(self: _M, name: str) -> _M:  # noqa: PYI019
+    def flatten(self: _M, name: str) -> _M:
         """Collapse all dimensions into one called `name`; ValueError on a sparse mesh."""
         return self._new_with_shape(flatten_shape(self._shape, name))
 

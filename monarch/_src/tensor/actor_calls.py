@@ -146,7 +146,7 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     label = call.label
     propagate = call.propagate  # as_endpoint(propagate=...), else the @endpoint's
     if not callable(propagate):
-        raise ValueError(  # noqa: TRY004 - a missing declaration, not a wrong argument type
+        raise ValueError(  # a missing declaration, not a wrong argument type
             f"{label}.rref needs the result's shape: declare the endpoint with "
             "@endpoint(propagate=fn), where fn maps fake arguments to a fake result."
         )

@@ -169,10 +169,10 @@ class DeviceMesh(MeshTrait):
     def to_table(self) -> str:
         """A text table: coordinates of every point and the engine rank that serves it."""
         labels = list(self._shape.labels)
-        rows = [" ".join(labels + ["rank"])]
+        rows = [" ".join([*labels, "rank"])]
         for g in self._shape.ranks():
             values = [str(c) for c in self._shape.coordinates(g).values()]
-            rows.append(" ".join(values + [str(self._engine.rank_of[g])]))
+            rows.append(" ".join([*values, str(self._engine.rank_of[g])]))
         return "\n".join(rows)
 
     def exit(self) -> None:

@@ -74,7 +74,7 @@ class Borrow:
 
         drop_borrow(self._origin, self._alias, self._mutable)
 
-    def __enter__(self) -> Borrow:  # noqa: PYI034 - typing.Self needs Python 3.11
+    def __enter__(self) -> Borrow:  # typing.Self needs Python 3.11
         return self
 
     def __exit__(self, *exc: object) -> None:

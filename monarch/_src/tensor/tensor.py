@@ -36,7 +36,7 @@ class Tensor(torch.Tensor):
     _readers: int  # read-only borrows outstanding (the tensor may not be written meanwhile)
 
     @staticmethod
-    def __new__(  # noqa: PYI034 - torch's wrapper-subclass constructor
+    def __new__(  # torch's wrapper-subclass constructor
         cls, fake: torch.Tensor | None, mesh: DeviceMesh, ident: int, stream: Stream,
         meta: tuple[Any, ...] | None = None,
     ) -> Tensor:

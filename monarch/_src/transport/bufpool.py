@@ -19,9 +19,9 @@ array is thus never handed out again, whichever thread frees that array.
 
 Size classes. A request is rounded up to one of `_STEPS` sizes per power of two (from 64 KiB up,
 at most 1/16 larger than asked), so a buffer freed by one message fits the next message of a
-similar size. Free buffers stay mapped and faulted in, up to `recv_buffer_pool_bytes` in all (a config
-key, default 256 MiB); the least recently freed ones are unmapped first when a freed buffer does
-not fit, and a buffer larger than the bound is never kept. 0 turns pooling off: every large
+similar size. Free buffers stay mapped and faulted in, up to `recv_buffer_pool_bytes` in all (a
+config key, default 256 MiB); the least recently freed ones are unmapped first when a freed buffer
+does not fit, and a buffer larger than the bound is never kept. 0 turns pooling off: every large
 batch then gets a fresh mapping, unmapped when its arrays are freed.
 
 Rejected alternatives: a weakref on the memoryview handed out (slices of it do not keep it

@@ -398,7 +398,11 @@ class _Peer:
 
     def _closed_under_us(self, exc: BaseException) -> None:
         """The connection broke while idle (the peer exited): fail now, not at the next write."""
-        if self.failed is None and self.task is None and self.transport._peers.get(self.addr) is self:
+        if (
+            self.failed is None
+            and self.task is None
+            and self.transport._peers.get(self.addr) is self
+        ):
             self._fail(exc, [], [])
 
     async def close(self) -> None:

@@ -4,9 +4,9 @@ A proc ends with `os._exit` or a SIGKILL, which run no cleanup, so the files it 
 socket, its RDMA shared-memory segment) would outlive it. Each such file is named
 `<prefix><pid>-<start>-<random><suffix>`, where `<start>` is the process's start time (field 22
 of /proc/<pid>/stat, clock ticks since boot): a file whose pid is gone, is a zombie, or now
-belongs to a process that started at another time (the pid was reused), is an orphan. `sweep` removes the
-orphans of a folder; it runs where a process is known to have ended (the zygote reaping a proc,
-or noticing the controller is gone) and when a process makes such a file of its own, which
+belongs to a process that started at another time (the pid was reused), is an orphan. `sweep`
+removes the orphans of a folder; it runs where a process is known to have ended (the zygote reaping
+a proc, or noticing the controller is gone) and when a process makes such a file of its own, which
 covers a whole host that was killed.
 """
 

@@ -11,11 +11,11 @@ pickles by value exactly the functions and classes that a receiver could not imp
 (defined in `__main__`, i.e. a script or a notebook cell, lambdas, closures, local classes) and
 leaves every importable one to plain pickle's by-name reference. An extension class that claims
 module `builtins` without being there (PyO3's default) goes by name too, from the module that
-holds it (`_home_of_misplaced`): a copy by value would arrive without its native methods. The C pickler never calls
-`reducer_override` for None, bools, ints, floats, str, bytes, bytearray, tuples, lists, dicts and
-sets, so a message made of builtins runs no Python code; one pickler is reused per thread, so a
-small message costs about a microsecond more than `pickle.dumps`. Large `bytes` and `bytearray`
-objects, which no hook sees, are moved out-of-band after the fact (see `_splice`).
+holds it (`_home_of_misplaced`): a copy by value would arrive without its native methods. The C
+pickler never calls `reducer_override` for None, bools, ints, floats, str, bytes, bytearray, tuples,
+lists, dicts and sets, so a message made of builtins runs no Python code; one pickler is reused per
+thread, so a small message costs about a microsecond more than `pickle.dumps`. Large `bytes` and
+`bytearray` objects, which no hook sees, are moved out-of-band after the fact (see `_splice`).
 
 Torch tensors go through `torch_reduce`, which needs no numpy. Its reducer is registered only once
 torch is in `sys.modules`, so importing this module imports neither torch nor numpy.

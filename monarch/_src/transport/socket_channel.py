@@ -1,12 +1,12 @@
 """Batches of frames on a plain TCP socket, driven by the event loop's readiness callbacks.
 
 Used for plain tcp once the opening handshake is done (`tcp.py`'s, or a Dask comm's whose socket
-is taken over), and from then on each batch costs one `sendmsg` (a gather write, so large frames are never copied)
-and, on the receiving side, one `recv_into` into a staging buffer from which every complete batch
-is cut. A batch larger than the staging buffer is read straight into a pooled, pre-faulted buffer
-of its own (`bufpool`), which becomes the memory of the arrays and tensors decoded from it: no
-byte is copied between the socket and the actor's argument, and the buffer is reused once those
-are freed.
+is taken over), and from then on each batch costs one `sendmsg` (a gather write, so large frames are
+never copied) and, on the receiving side, one `recv_into` into a staging buffer from which every
+complete batch is cut. A batch larger than the staging buffer is read straight into a pooled,
+pre-faulted buffer of its own (`bufpool`), which becomes the memory of the arrays and tensors
+decoded from it: no byte is copied between the socket and the actor's argument, and the buffer is
+reused once those are freed.
 
 Rejected alternatives: tornado's IOStream (what Dask's comm reads and writes through) costs two
 futures and an epoll re-registration per message; asyncio's transports copy whatever the kernel

@@ -92,6 +92,15 @@ async def sync_host_mesh(host_mesh: Any, workspace: Any, conda: bool, auto_reloa
             "not reload modules. Stop the proc mesh and spawn_procs() again after the sync "
             "so the new code is imported."
         )
+    # The local paths are checked on a thread too: a stat may block (a network filesystem).
+    jobs = await asyncio.to_thread(_sync_jobs, workspace, conda, HOST_WORKSPACE_DIR)
+    for local, dest in jobs:
+        await asyncio.to_thread(sync_workspace, host_mesh, local, dest)
+
+
+def _sync_jobs(workspace: Workspace, conda: bool, host_dir: str) -> list[tuple[str, str]]:
+    """(local directory, host destination) of each directory `sync_host_mesh` mirrors; raises
+    NotADirectoryError for a workspace directory that does not exist."""
     jobs: list[tuple[str, str]] = []
     for src, dst in workspace.dirs.items():
         local = os.fspath(src)
@@ -99,13 +108,12 @@ async def sync_host_mesh(host_mesh: Any, workspace: Any, conda: bool, auto_reloa
             raise NotADirectoryError(
                 f"Workspace directory {local!r} does not exist; pass existing directories."
             )
-        jobs.append((local, f"{HOST_WORKSPACE_DIR}/{dst}" if dst else HOST_WORKSPACE_DIR))
+        jobs.append((local, f"{host_dir}/{dst}" if dst else host_dir))
     if conda:
         prefix = _environment_to_sync(workspace)
         real = os.path.realpath(prefix)
         jobs.append((real, real))
-    for local, dest in jobs:
-        await asyncio.to_thread(sync_workspace, host_mesh, local, dest)
+    return jobs
 
 
 def _environment_to_sync(workspace: Workspace) -> str:

@@ -103,7 +103,7 @@ class Fails(Actor):
         try:
             raise KeyError("first")
         except KeyError:
-            raise RuntimeError("second")
+            raise RuntimeError("second")  # noqa: B904 - the point: an implicit __context__
 
     @endpoint
     def on_rank(self, bad: int) -> int:

@@ -99,7 +99,8 @@ check("context for a point slice", where.slice(gpus=1).where.call_one().get())
 check("context for a range slice",
       list(where.slice(gpus=slice(1, 2)).where.call().get().values()))
 check("current_rank in __init__", list(where.init_seen.call().get().values()))
-check("rank string via flatten", str(where.where.call().get().flatten("r").slice(r=1).item()["rank"]))
+check("rank string via flatten",
+      str(where.where.call().get().flatten("r").slice(r=1).item()["rank"]))
 names = list(where.actor_name.call().get().values())
 check("current_actor_name distinct per rank", len(set(names)) == len(names))
 check("current_actor_name is a str", all(isinstance(n, str) for n in names))

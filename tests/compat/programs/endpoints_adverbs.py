@@ -143,7 +143,7 @@ check("accumulator repr", acc)
 check("accumulate sum", acc.accumulate().get())
 check("accumulate with args", Accumulator(calc.add, 1000, operator.add).accumulate(1, c=1).get())
 check("accumulate list fold",
-      sorted(Accumulator(calc.rank, [], lambda acc, r: acc + [r]).accumulate().get()))
+      sorted(Accumulator(calc.rank, [], lambda acc, r: [*acc, r]).accumulate().get()))
 
 check("as_endpoint call", list(as_endpoint(calc.plain).call(4).get().values()))
 check("as_endpoint call_one", as_endpoint(first.plain).call_one(5).get())

@@ -100,7 +100,8 @@ check("Channel[int].open", typed_receiver.recv().get())
 
 ranked_port, ranked_receiver = Channel.open_ranked()
 send(senders.rank, (), {}, port=ranked_port)
-check("ranked receiver yields (rank, value)", sorted(ranked_receiver.recv().get() for _ in range(2)))
+check("ranked receiver yields (rank, value)",
+      sorted(ranked_receiver.recv().get() for _ in range(2)))
 
 error_port, error_receiver = Channel.open()
 one.fail_port.call_one(error_port).get()

@@ -22,7 +22,7 @@ KEYS = ["RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "G
 class EnvReader(Actor):
     @endpoint
     def env(self) -> dict:
-        return {k: os.environ.get(k) for k in KEYS + ["MASTER_ADDR", "MASTER_PORT"]}
+        return {k: os.environ.get(k) for k in [*KEYS, "MASTER_ADDR", "MASTER_PORT"]}
 
 
 procs = this_host().spawn_procs(per_host={"hosts": 2, "gpus": 2})

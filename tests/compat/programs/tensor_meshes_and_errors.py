@@ -35,7 +35,8 @@ with procs.activate():
     check("rank over two dimensions",
           [monarch.inspect(r, hosts=h, gpus=g).item() for h in range(2) for g in range(2)])
     check("the ranks property", sorted(mesh.ranks))
-    check("fetch_shard with a shard map", monarch.fetch_shard(r, {"hosts": 1, "gpus": 0}).result().item())
+    check("fetch_shard with a shard map",
+          monarch.fetch_shard(r, {"hosts": 1, "gpus": 0}).result().item())
     raises("a shard map missing a dimension", lambda: monarch.fetch_shard(r, gpus=1))
     raises("a shard map with an unknown dimension", lambda: monarch.inspect(r, foo=1))
     check("inspect of a pytree", monarch.inspect({"a": x, "b": [x * 2], "c": 3}))

@@ -1,8 +1,6 @@
 """Remote functions for the tensor-engine compatibility programs (importable on the workers,
 as Monarch's guide asks: `@remote` functions live in an importable module)."""
 
-import torch
-
 from monarch import remote
 
 
