@@ -87,6 +87,17 @@ class Instance:
         return self._display
 
     @property
+    def _children(self) -> list[Any] | None:
+        """torchmonarch's name for the meshes this actor spawned and still owns (a copy of
+        `owned_meshes`, None when there are none): its test fixtures read it to stop the proc
+        meshes a test left behind, and assign what they keep."""
+        return list(self.owned_meshes) or None
+
+    @_children.setter
+    def _children(self, meshes: list[Any] | None) -> None:
+        self.owned_meshes[:] = meshes or []
+
+    @property
     def proc_mesh(self) -> ProcMesh:
         """The proc mesh this actor was spawned on."""
         if self._proc_mesh is None:
