@@ -10,15 +10,55 @@ with this conftest too, and they must not depend on the runtime being importable
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 # Seconds a fixture waits for a proc mesh to stop before the teardown fails.
 STOP_TIMEOUT = 30.0
+
+# Everything the session's processes put in the temporary folder (procs' logs and sockets, job
+# log folders, workspace caches, Dask's scratch space, tmux's sockets, the notebooks' kernels'
+# files) goes to a folder of the session's own, removed when the session ends: this conftest is
+# loaded before any test runs and before the notebooks' kernels start, so all of them inherit
+# it. What still lands in the machine's temporary folder is listed at the end of the run.
+_SYSTEM_TMP = tempfile.gettempdir()
+_SYSTEM_TMP_BEFORE = set(os.listdir(_SYSTEM_TMP))
+SESSION_TMP = tempfile.mkdtemp(prefix="monarch-tests-")
+os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = SESSION_TMP
+tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # The notebooks' kernels run in tutorials/ and are shut down with `now=True` (killed): their
+    # control servers' address files stay there until the next client sweeps them.
+    tutorials_files = _ROOT / "tutorials" / ".monarch"
+    if tutorials_files.is_dir():
+        from monarch._src.admin.server import _sweep_dead
+
+        _sweep_dead(str(tutorials_files))
+        try:
+            tutorials_files.rmdir()
+        except OSError:
+            pass  # a live client's file (or the user's) is still there
+    shutil.rmtree(SESSION_TMP, ignore_errors=True)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    ours = os.path.basename(SESSION_TMP)
+    left = sorted(set(os.listdir(_SYSTEM_TMP)) - _SYSTEM_TMP_BEFORE - {ours})
+    if left:
+        terminalreporter.write_line(
+            f"left in {_SYSTEM_TMP} during the session (by the tests or another program): "
+            + ", ".join(left))
 
 
 def _spawn_shared_procs(gpus: int) -> Iterator[Any]:

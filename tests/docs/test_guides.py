@@ -99,7 +99,9 @@ def test_guide_runs(guide: Path, tmp_path: Path) -> None:
     path.write_text(runner_script(guide))
     env = dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1")
     proc = subprocess.run(
-        [sys.executable, str(path)], cwd=ROOT, env=env, capture_output=True, text=True,
+        # In the test's folder: what a guide writes to its working directory (a trace, the
+        # controller's `.monarch/` files) stays out of the checkout.
+        [sys.executable, str(path)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=GUIDE_TIMEOUT,
     )
     assert proc.returncode == 0, (

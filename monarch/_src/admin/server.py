@@ -29,6 +29,7 @@ loopback by default; binding another interface is the user's explicit choice.
 from __future__ import annotations
 
 import atexit
+import glob
 import hmac
 import json
 import logging
@@ -233,6 +234,25 @@ class ControlServer:
             os.unlink(self.path)
         except OSError:
             pass  # removed already (the user cleaned .monarch/): nothing is published
+        try:
+            os.rmdir(os.path.dirname(self.path))  # the folder goes with the last file in it
+        except OSError:
+            pass  # other controllers' files (or the user's) are still there
+
+
+def _sweep_dead(directory: str) -> None:
+    """Remove the address files of controllers that died without removing theirs (a process
+    killed, as a Jupyter kernel shut down with `now=True` is): the CLI skips them anyway."""
+    from monarch._src.admin.client import _alive
+
+    for path in glob.glob(os.path.join(directory, "controller-*.json")):
+        pid = os.path.basename(path)[len("controller-"):-len(".json")]
+        if not pid.isdigit() or int(pid) == os.getpid() or _alive(int(pid)):
+            continue
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # swept by another controller first, or not this user's to remove
 
 
 def _publish(host: str, port: int, token: str, tls: bool) -> str:
@@ -240,6 +260,7 @@ def _publish(host: str, port: int, token: str, tls: bool) -> str:
     this user only (created 0600, then renamed into place)."""
     directory = os.path.join(os.getcwd(), ".monarch")
     os.makedirs(directory, exist_ok=True)
+    _sweep_dead(directory)
     path = os.path.join(directory, f"controller-{os.getpid()}.json")
     tmp = path + ".tmp"
     try:
