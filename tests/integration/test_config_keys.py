@@ -348,6 +348,11 @@ def test_proc_bind_bad_entry_is_refused_before_spawning(
     assert fragment in str(info.value)
 
 
+def test_proc_bind_of_the_wrong_length_is_refused_with_torchmonarchs_text() -> None:
+    with pytest.raises(ValueError, match=r"proc_bind length \(1\) must equal procs_per_host \(4\)"):
+        this_host().spawn_procs(per_host={"gpus": 4}, proc_bind=[{"cpunodebind": "0"}])
+
+
 # -- default_transport: unix sockets, refused transports -----------------------------------
 
 _UNIX_PROGRAM = textwrap.dedent("""

@@ -93,9 +93,9 @@ class HostMesh(MeshTrait):
                 )
         n_per_host = math.prod(per_host.values()) if per_host else 1
         if proc_bind is not None and len(proc_bind) != n_per_host:
-            raise ValueError(
-                f"spawn_procs proc_bind has {len(proc_bind)} entries but each host gets "
-                f"{n_per_host} procs; give one entry per proc."
+            raise ValueError(  # torchmonarch's text, then what to do
+                f"proc_bind length ({len(proc_bind)}) must equal procs_per_host ({n_per_host}): "
+                "give spawn_procs one binding per proc of a host."
             )
         if bootstrap_command is not None:
             raise NotImplementedError(
