@@ -59,6 +59,41 @@ def test_local_procs_run_the_given_interpreter(linked_python: str) -> None:
         plain.stop().get(timeout=60)
 
 
+class Launched(Actor):
+    @endpoint
+    def launcher_pid(self) -> str:
+        import os
+
+        return os.environ.get("LAUNCHER_PID", "")
+
+    @endpoint
+    def child_launcher_pid(self) -> str:
+        from monarch.actor import this_host as here
+
+        procs = here().spawn_procs()
+        try:
+            return procs.spawn("child", Launched).launcher_pid.call_one().get(timeout=60)
+        finally:
+            procs.stop().get(timeout=60)
+
+
+def test_a_wrapper_script_launches_the_procs_and_their_procs(tmp_path: Any) -> None:
+    # A launcher that is not the interpreter (a shell script exporting a variable, then
+    # exec'ing Python): what it exports reaches the proc, and procs started from that proc with
+    # this_host() go through it again (their own launcher pid), as on torchmonarch.
+    wrapper = tmp_path / "launch-python"
+    wrapper.write_text(f'#!/bin/sh\nexport LAUNCHER_PID=$$\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    procs = this_host().with_python_executable(str(wrapper)).spawn_procs()
+    try:
+        actor = procs.spawn("launched", Launched)
+        direct = actor.launcher_pid.call_one().get(timeout=60)
+        inner = actor.child_launcher_pid.call_one().get(timeout=90)
+        assert direct.isdigit() and inner.isdigit() and inner != direct
+    finally:
+        procs.stop().get(timeout=60)
+
+
 def test_bad_interpreters_are_refused_clearly(tmp_path: Any) -> None:
     with pytest.raises(TypeError, match="path of a Python interpreter"):
         this_host().with_python_executable(3)  # type: ignore[arg-type]

@@ -22,9 +22,29 @@ def main(argv: list[str]) -> int:
         chunks.append(chunk)
     os.close(fd)
     spec = pickle.loads(b"".join(chunks))
+    keep_launcher_changes(spec)
+    from monarch._src.hosts import local
     from monarch._src.hosts.proc_main import run_proc
 
+    # Procs this one starts with this_host() are started the same way (a wrapper script is not
+    # sys.executable: the interpreter it starts is).
+    local.launched_with = spec.pop("python")
+
     return run_proc(spec)
+
+
+def keep_launcher_changes(spec: dict[str, object]) -> None:
+    """A proc takes the controller's environment (`spec["env"]`); what the interpreter's
+    launcher changed on top of what the zygote started it with (`spec["exec_env"]`: a wrapper
+    script's `export`, say) applies to the proc too, as it does to the interpreter."""
+    sent = spec.pop("exec_env", None)
+    if not isinstance(sent, dict):
+        return
+    env = dict(spec["env"])  # type: ignore[call-overload]
+    env.update({k: v for k, v in os.environ.items() if sent.get(k) != v})
+    for key in sent.keys() - os.environ.keys():  # unset by the launcher
+        env.pop(key, None)
+    spec["env"] = env
 
 
 if __name__ == "__main__":

@@ -381,10 +381,16 @@ def local_agent() -> LocalHostAgent:
     return _agent
 
 
+# In a proc started by `with_python_executable(path)`: that path, which this_host() keeps.
+launched_with: str | None = None
+
+
 def this_host() -> HostMesh:
-    """The host mesh (no dimensions) of this machine; `spawn_procs` forks real OS processes."""
-    return HostMesh.from_agent(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])),
-                               True)
+    """The host mesh (no dimensions) of this machine; `spawn_procs` forks real OS processes (in
+    a proc started with another interpreter, that interpreter runs them too)."""
+    hm = HostMesh.from_agent(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])),
+                             True)
+    return hm if launched_with is None else hm.with_python_executable(launched_with)
 
 
 hooks.local_host.install(local_agent)

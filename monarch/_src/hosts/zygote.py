@@ -125,18 +125,20 @@ def _exec_interpreter(spec: dict[str, Any]) -> None:
     """Become `spec["python"]` running the proc: same pid (the child watch still works), same
     parent-death signal; the spec travels in an anonymous file (see `hosts/exec_proc.py`)."""
     python = spec["python"]
-    fd = os.memfd_create("monarch-proc-spec", 0)
-    data = pickle.dumps({k: v for k, v in spec.items() if k != "python"})
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.lseek(fd, 0, os.SEEK_SET)
-    os.set_inheritable(fd, True)
     # This monarch, whatever the interpreter finds on its own: the proc must speak the same
     # protocol as its host (and an editable install is not visible through PYTHONPATH alone).
     root = _MONARCH_ROOT
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    fd = os.memfd_create("monarch-proc-spec", 0)
+    # `exec_env`: what the interpreter is started with, so that the proc can tell what its
+    # launcher (a wrapper script) changed in the environment and keep it (exec_proc.py).
+    data = pickle.dumps({**spec, "exec_env": env})
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.set_inheritable(fd, True)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execve(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)], env)

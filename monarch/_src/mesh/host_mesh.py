@@ -127,7 +127,9 @@ class HostMesh(MeshTrait):
         """This host mesh, but its procs run `python_executable` (a path on the hosts).
 
         The interpreter must be able to import monarch and its dependencies (a venv of the same
-        Python version, say); procs started from such a proc with `this_host()` use it too.
+        Python version, say), or a script that starts one (`exec python "$@"`): the
+        environment it sets reaches the procs, and procs started from such a proc with
+        `this_host()` are launched through it too.
         """
         if not isinstance(python_executable, (str, os.PathLike)):
             raise TypeError(
