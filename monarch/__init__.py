@@ -48,7 +48,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "grad_function": ("monarch._src.tensor.unsupported", "grad_function"),
     "OpaqueRef": ("monarch._src.tensor.opaque", "OpaqueRef"),
     "function_resolvers": ("monarch._src.tensor.unsupported", "function_resolvers"),
-    "builtins": ("monarch._src.tensor.builtins", ""),
+    "builtins": ("monarch.builtins", ""),
     "world_mesh": ("monarch._src.tensor.unsupported", "world_mesh"),
     "timer": ("monarch._src.tensor.unsupported", "timer"),
     "Simulator": ("monarch.simulator", "Simulator"),

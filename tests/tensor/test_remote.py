@@ -97,6 +97,32 @@ def test_builtins_log_remote(mesh2: Any) -> None:
         assert monarch.inspect(torch.ones(1)).tolist() == [1.0]
 
 
+def test_builtins_random_seeds_and_states_act_on_the_workers_only(mesh2: Any) -> None:
+    from monarch.builtins import random as rr
+
+    controller_state = torch.get_rng_state()
+    with mesh2.activate():
+        rr.set_manual_seed_remote(7)
+        a = torch.rand(4)
+        state = rr.get_rng_state_remote()
+        b = torch.rand(4)
+        rr.set_rng_state_remote(state)
+        b_again = torch.rand(4)
+        rr.set_manual_seed_remote(7, process_idx=1)  # another stream: 7 ^ 1
+        c = torch.rand(4)
+        rr.seed_remote()
+        rr.manual_seed_cuda_remote(3)  # no CUDA here: torch applies it if CUDA starts
+        cuda_states = rr.get_rng_state_all_cuda_remote()
+        got = monarch.inspect((a, b, b_again, c, state))
+    assert torch.equal(torch.get_rng_state(), controller_state)  # never seeded here
+    assert torch.equal(got[1], got[2]) and not torch.equal(got[0], got[1])
+    assert torch.equal(got[0], torch.manual_seed(7) and torch.rand(4))  # the seed, verbatim
+    assert torch.equal(got[3], torch.manual_seed(6) and torch.rand(4))
+    assert got[4].dtype == torch.uint8 and got[4].shape == controller_state.shape
+    assert cuda_states == []
+    torch.set_rng_state(controller_state)
+
+
 def test_tensor_captured_in_closure_is_refused(mesh2: Any) -> None:
     with mesh2.activate():
         t = torch.ones(2)
