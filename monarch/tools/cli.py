@@ -13,7 +13,9 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+from monarch.tools.commands.shell import shell_on_job
+
+__all__ = ["COMMANDS", "build_parser", "get_parser", "main", "shell_on_job"]
 
 # Subcommand modules under monarch.tools.commands, in the order `--help` lists them.
 COMMANDS: tuple[str, ...] = (
@@ -31,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMANDS:
         importlib.import_module(f"monarch.tools.commands.{name}").register(sub)
     return parser
+
+
+get_parser = build_parser  # torchmonarch's name
 
 
 def main(argv: Sequence[str] | None = None) -> int:

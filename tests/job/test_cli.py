@@ -100,6 +100,14 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
         shell = monarch(project, "shell", "--host", "1",
                         stdin="cd ws\ncat data.txt\necho $MONARCH_SIZE_HOSTS\n")
         assert shell.returncode == 0 and shell.stdout == "v2\n1\n", shell.stderr
+        # torchmonarch's spellings: --point, -e
+        pointed = monarch(project, "shell", "--point", "hosts=1", "-e", "Y=8",
+                          stdin="echo $Y\ncat ws/data.txt\n")
+        assert pointed.returncode == 0 and pointed.stdout == "8\nv2\n", pointed.stderr
+        both = monarch(project, "shell", "--point", "hosts=1", "--host", "1", stdin="")
+        assert both.returncode == 2 and "not allowed with argument" in both.stderr
+        exclusive = monarch(project, "exec", "--all", "--mesh", "hosts", "--", "true")
+        assert exclusive.returncode == 2 and "not allowed with argument" in exclusive.stderr
     finally:
         killed = monarch(project, "kill")
     assert killed.returncode == 0, killed.stderr

@@ -13,7 +13,8 @@ __all__ = ["register", "run"]
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the `apply` subcommand."""
     p = sub.add_parser("apply", help="bring up a job (module.attr or path.py:attr)")
-    p.add_argument("spec", nargs="?", help="job spec; default: the context's recorded spec")
+    p.add_argument("module_path", nargs="?", metavar="spec",
+                   help="job spec; default: the context's recorded spec")
     p.add_argument("--client-script", default=None, help="run this script as a batch client")
     add_context_option(p)
     p.set_defaults(func=run)
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from monarch._src.job.current import context_dir, job_path, load_job_spec, set_current_job
     from monarch._src.job.job import job_load
 
-    spec = args.spec
+    spec = args.module_path
     if spec is None:
         try:
             with open(os.path.join(context_dir(args.context), "spec")) as f:

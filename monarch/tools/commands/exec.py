@@ -24,7 +24,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the `exec` subcommand."""
     p = sub.add_parser("exec", help="run a command on every proc of the job's hosts")
     add_context_option(p)
-    p.add_argument("--mesh", default=None, help="host mesh name (default: the job's first)")
+    meshes = p.add_mutually_exclusive_group()
+    meshes.add_argument("--mesh", default=None,
+                        help="host mesh name (default: the job's first)")
+    meshes.add_argument("--all", dest="run_all", action="store_true",
+                        help="run on every mesh of the job (one after another)")
     p.add_argument("--per-host", default=None,
                    help='procs per host: DIM=N or JSON such as \'{"gpus": 2}\' (default: one)')
     p.add_argument("--point", default=None, metavar="DIM=N,DIM=N",
@@ -34,8 +38,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--script", default=None, metavar="FILE",
                    help="run a bash script read from FILE ('-' for stdin)")
     p.add_argument("--kill", action="store_true", help="kill the job after the command")
-    p.add_argument("--all", dest="run_all", action="store_true",
-                   help="run on every mesh of the job (one after another)")
     p.add_argument("--workspace", default=None, help="local directory to sync to the hosts")
     p.add_argument("--workspace-dest", default=None, help="where the workspace lands remotely")
     p.add_argument("--workdir", default=None, help="working directory of the command")
