@@ -10,6 +10,7 @@ with this conftest too, and they must not depend on the runtime being importable
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sys
@@ -34,6 +35,9 @@ _SYSTEM_TMP_BEFORE = set(os.listdir(_SYSTEM_TMP))
 SESSION_TMP = tempfile.mkdtemp(prefix="monarch-tests-")
 os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = SESSION_TMP
 tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+# Removed at exit, after the atexit handlers registered later (they run first): IPython's
+# test shell keeps its history database in a temporary folder and writes it at exit.
+atexit.register(shutil.rmtree, SESSION_TMP, True)
 _ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -49,7 +53,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
             tutorials_files.rmdir()
         except OSError:
             pass  # a live client's file (or the user's) is still there
-    shutil.rmtree(SESSION_TMP, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

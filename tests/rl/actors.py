@@ -14,6 +14,12 @@ import rl_transformer as rl
 
 
 class ChurningTrainer(rl.Trainer):
+    def __init__(self, generators: object) -> None:
+        super().__init__(generators)
+        # Version 0 (published when the buffers are registered) follows the rule too: a read
+        # that lands before the first churn holds zeros, not the policy's initial weights.
+        self.flat.fill_(0.0)
+
     @endpoint
     def churn(self, versions: int) -> int:
         """Publish `versions` new versions, version v's weights all equal to float(v)."""

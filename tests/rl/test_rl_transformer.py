@@ -90,6 +90,9 @@ def test_reads_racing_a_publishing_trainer_are_never_torn() -> None:
         generator = procs.slice(generators=0).spawn("checking-generator", CheckingGenerator)
         trainer = procs.slice(generators=1).spawn("churning-trainer", ChurningTrainer, generator)
         generator.connect.call(trainer.weight_buffers.call_one().get()).get()
+        # A read before the trainer churns gets version 0 (a race the churn below loses when
+        # the machine is loaded): it must follow the rule as well.
+        assert generator.sync_many.call_one(1).get() == ([(0, 0.0, 0.0)], 0)
         churn = trainer.churn.call_one(300)
         reads, torn = generator.sync_many.call_one(300).get()
         last = churn.get()
