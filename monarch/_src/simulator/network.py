@@ -4,7 +4,9 @@ Ring algorithms over `n` participants: all-reduce moves `2(n-1)/n` of the buffer
 link in `2(n-1)` steps; all-gather, reduce-scatter and all-to-all move `(n-1)/n` of the (full)
 buffer in `n-1` steps; a point-to-point send moves the buffer once in one step. A step costs the
 per-hop latency. The link is intra-node when every participant is on one host, otherwise
-inter-node, derated by the contention factor (the host's GPUs share its network).
+inter-node, derated by the contention factor (the host's GPUs share its network). An all-to-all
+is derated by it on any link, as torchmonarch's model does: every member sends to every other
+at once, so even a host's own links are shared.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class CommModel:
         bw = self.bandwidth(members)
         if kind == "all_reduce":
             return 2 * (n - 1) / n * nbytes / bw + 2 * (n - 1) * self.hop_latency
+        if kind == "all_to_all" and bw == self.intra_node_bandwidth:
+            bw *= self.contention  # (inter-node links are derated already)
         if kind in ("all_gather", "reduce_scatter", "all_to_all"):
             return (n - 1) / n * nbytes / bw + (n - 1) * self.hop_latency
         raise ValueError(
