@@ -41,6 +41,40 @@ def test_mesh_trait_without_hooks_cannot_be_instantiated() -> None:
         MeshTrait()  # type: ignore[abstract]
 
 
+class PairMesh(MeshTrait):
+    """A mesh written for torchmonarch: `_ndslice` and `_labels`, no `_shape` property."""
+
+    def __init__(self, labels: list[str], ndslice: Slice) -> None:
+        self.labels, self.ndslice = labels, ndslice
+
+    @property
+    def _ndslice(self) -> Slice:
+        return self.ndslice
+
+    @property
+    def _labels(self) -> tuple[str, ...]:
+        return tuple(self.labels)
+
+    def _new_with_shape(self, shape: Shape) -> PairMesh:
+        return PairMesh(list(shape.labels), shape.ndslice)
+
+
+class NoShapeMesh(MeshTrait):
+    def _new_with_shape(self, shape: Shape) -> NoShapeMesh:
+        return self
+
+
+def test_mesh_trait_takes_torchmonarchs_pair_or_a_shape() -> None:
+    pair = PairMesh(["hosts", "gpus"], Slice.new_row_major([2, 3]))
+    assert len(pair) == 6 and pair.sizes == {"hosts": 2, "gpus": 3}
+    assert pair.slice(gpus=1)._labels == ("hosts",)
+    assert list(pair.slice(gpus=1)._ndslice) == [1, 4]
+    ours = _mesh(hosts=2, gpus=3)  # the pair derives from its `_shape`
+    assert ours._labels == ("hosts", "gpus") and ours._ndslice == ours.shape.ndslice
+    with pytest.raises(TypeError, match="NoShapeMesh is a MeshTrait without a shape"):
+        len(NoShapeMesh())
+
+
 def test_mesh_trait_sizes_extent_len_report_shape() -> None:
     m = _mesh(hosts=4, gpus=3)
     assert m.sizes == {"hosts": 4, "gpus": 3}
