@@ -44,6 +44,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from notebook_interrupt import until_idle  # same folder: the wait for a cell's end
+
 REPO = Path(__file__).resolve().parents[1]
 
 CELL = """
@@ -88,20 +90,9 @@ def _running(pid: int, start_time: int) -> bool:
     return stat is not None and stat[0] not in ("Z", "X") and stat[1] == start_time
 
 
-def _until_idle(client: Any, msg_id: str, timeout: float = 120) -> list[dict[str, Any]]:
-    messages = []
-    while True:
-        msg = client.get_iopub_msg(timeout=timeout)
-        if msg["parent_header"].get("msg_id") != msg_id:
-            continue
-        messages.append(msg)
-        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return messages
-
-
 def _spawn_procs(client: Any) -> list[tuple[int, int]]:
     """Run the cell; the procs' (pid, start time)."""
-    messages = _until_idle(client, client.execute(CELL))
+    messages = until_idle(client, client.execute(CELL))
     errors = [m["content"] for m in messages if m["msg_type"] == "error"]
     if errors:
         raise RuntimeError(f"The cell failed: {errors}")
@@ -183,7 +174,7 @@ def measure(repo: Path, runs: int, deadline_s: float) -> dict[str, Any]:
             for _ in range(runs):
                 procs = _spawn_procs(client)
                 if kind == "kernel_killed_forked":
-                    _until_idle(client, client.execute(FORK))
+                    until_idle(client, client.execute(FORK))
                 run = _restart_once(manager, client, procs, kind, deadline_s)
                 if run["procs_gone_s"] is None:
                     left += 1

@@ -76,7 +76,8 @@ KINDS = {
 }
 
 
-def _until_idle(client: Any, msg_id: str, timeout: float = 120) -> list[dict[str, Any]]:
+def until_idle(client: Any, msg_id: str, timeout: float = 120) -> list[dict[str, Any]]:
+    """The iopub messages of request `msg_id` up to the kernel's idle status after it."""
     messages = []
     while True:
         msg = client.get_iopub_msg(timeout=timeout)
@@ -103,7 +104,7 @@ def measure(repo: Path, runs: int) -> dict[str, Any]:
                                        startup_timeout=60)
     out: dict[str, Any] = {}
     try:
-        _until_idle(client, client.execute(textwrap.dedent(SETUP)))
+        until_idle(client, client.execute(textwrap.dedent(SETUP)))
         for kind, (cell, mesh) in KINDS.items():
             idle, nxt, lines = [], [], []
             for _ in range(runs):
@@ -114,14 +115,14 @@ def measure(repo: Path, runs: int) -> dict[str, Any]:
                 time.sleep(2.0)  # the benchmark's point: interrupt a cell 2 s into its wait
                 t0 = time.monotonic()
                 manager.interrupt_kernel()
-                messages = _until_idle(client, msg_id)
+                messages = until_idle(client, msg_id)
                 idle.append(time.monotonic() - t0)
                 errors = [m["content"] for m in messages if m["msg_type"] == "error"]
                 shown = "\n".join("\n".join(e.get("traceback", [])) for e in errors)
                 lines.append(len(shown.splitlines()))
                 probe = (f"_t = time.monotonic(); {mesh}.ping.call().get(timeout=60); "
                          "print(round(time.monotonic() - _t, 4))")
-                msgs = _until_idle(client, client.execute(probe))
+                msgs = until_idle(client, client.execute(probe))
                 text = "".join(m["content"].get("text", "") for m in msgs
                                if m["msg_type"] == "stream")
                 nxt.append(float(text.strip().splitlines()[-1]))
@@ -130,7 +131,7 @@ def measure(repo: Path, runs: int) -> dict[str, Any]:
                 "next_call_s": round(statistics.median(nxt), 3),
                 "error_lines": int(statistics.median(lines)),
             }
-        _until_idle(client, client.execute("procs.stop().get(timeout=60)"))
+        until_idle(client, client.execute("procs.stop().get(timeout=60)"))
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
