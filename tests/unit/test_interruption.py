@@ -112,3 +112,42 @@ def test_in_user_code_refuses_the_endpoint_runner_itself() -> None:
 
     call_hiding_loop(None, body)  # type: ignore[arg-type]
     assert seen == [True, False]
+
+
+def test_an_interruption_notes_its_arrival_and_is_never_delivered_twice() -> None:
+    from monarch._src.mesh import cancellation
+
+    stop, got = threading.Event(), threading.Event()
+
+    def spin_until_told(ready: threading.Event) -> str:
+        ready.set()
+        caught = 0
+        while not stop.is_set():
+            try:
+                while not stop.is_set():
+                    pass
+            except asyncio.CancelledError as exc:  # the user's code handles the cancellation
+                caught += 1
+                assert type(exc).__name__ == "CancelledError"
+                got.set()
+        return f"caught {caught}"
+
+    ep = _Endpoint(spin_until_told)
+    outcome = Delivery.NOT_NOW
+    while outcome is Delivery.NOT_NOW:
+        outcome = interrupt_thread(ep.ident)
+    assert got.wait(10)
+    assert ep.ident in cancellation._arrived  # noted where the user's handler caught it
+
+    # A retry of the same call (as after an attempt that seemed withdrawn) delivers nothing more.
+    class _Thread:
+        thread = ep.thread
+
+    calls = cancellation.CallCancellation(mailbox=None, thread=_Thread())  # type: ignore[arg-type]
+    call = object()
+    calls.running, calls.running_sync = call, True  # type: ignore[assignment]
+    calls._interrupt_sync(call)  # type: ignore[arg-type]
+    assert calls._interrupted is call
+    stop.set()
+    ep.thread.join(10)
+    assert ep.outcome == "returned caught 1"

@@ -23,10 +23,14 @@ GIL) and the target's position, its innermost frame and instruction, is read aga
 delivery: unchanged, the thread has not moved since it was checked and the exception is raised
 in that frame (at its next instruction, or at the entry of a function it calls, before any of
 that function runs); changed, the target ran in between (this thread lost the GIL), so the
-exception is withdrawn and the interruption tried again later. Rejected: a trace function in the
-target thread (`sys.settrace` is per thread and can only be set by that thread, and tracing
-every line of every sync endpoint in case it is cancelled costs several times its run time);
-`sys.monitoring` (Python 3.12+) would allow it, and this module must run on 3.10 and 3.11.
+exception is withdrawn and the interruption tried again later, unless the target took it in the
+meantime: the exception raised is a `CancelledError` subclass that notes its arrival when it is
+created (at the first handler it meets), and a noted arrival counts as the delivery, so a second
+exception never lands in the user's cleanup code (a `finally` after the first).
+Rejected: a trace function in the target thread (`sys.settrace` is per thread and can only be
+set by that thread, and tracing every line of every sync endpoint in case it is cancelled costs
+several times its run time); `sys.monitoring` (Python 3.12+) would allow it, and this module must
+run on 3.10 and 3.11.
 """
 
 from __future__ import annotations
@@ -50,7 +54,9 @@ if TYPE_CHECKING:
     from monarch._src.runtime.actor_thread import ActorThread
     from monarch._src.runtime.mailbox import Mailbox
 
-__all__ = ["CallCancellation", "Delivery", "interrupt_thread", "make_sleep_cancellable"]
+__all__ = [
+    "CallCancellation", "CancelledError", "Delivery", "interrupt_thread", "make_sleep_cancellable",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +66,21 @@ _CANCEL_GRACE = 0.5
 _CANCEL_RETRY = 0.02
 
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc
+# Threads in which an interruption's `CancelledError` was raised since `interrupt_thread` last
+# delivered to them.
+_arrived: set[int] = set()
+
+
+class CancelledError(asyncio.CancelledError):
+    """The `asyncio.CancelledError` an interruption raises (named as its base, as the user's
+    code sees and prints it). Creating it (which CPython does in
+    the target thread when the exception reaches a handler: an `except`, a `finally`) notes that
+    it arrived, so that a delivery the target consumed before `interrupt_thread` could check
+    it is never followed by a second one (which would land in the user's cleanup code)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(args or ("the caller cancelled this call",)))
+        _arrived.add(threading.get_ident())
 
 
 class Delivery(enum.Enum):
@@ -80,7 +101,8 @@ def interrupt_thread(ident: int) -> Delivery:
     if not in_user_code(frame):
         return Delivery.NOT_NOW
     target = ctypes.c_ulong(ident)
-    delivered = _set_async_exc(target, ctypes.py_object(asyncio.CancelledError))
+    _arrived.discard(ident)
+    delivered = _set_async_exc(target, ctypes.py_object(CancelledError))
     if delivered == 0:
         return Delivery.GONE  # the thread ended after its frames were read
     if delivered > 1:
@@ -90,8 +112,12 @@ def interrupt_thread(ident: int) -> Delivery:
                      ident, delivered)
         return Delivery.GONE
     if sys._current_frames().get(ident) is not frame or frame.f_lasti != lasti:
-        _set_async_exc(target, None)  # it moved: it may be anywhere now
-        return Delivery.NOT_NOW
+        # It moved: this thread lost the GIL in between (the lines above are bytecode too). The
+        # withdrawal is too late if the target already took the exception; `_arrived` tells,
+        # here or before the next attempt (`CallCancellation._interrupt_sync`), and then the
+        # interruption counts as delivered.
+        _set_async_exc(target, None)
+        return Delivery.DELIVERED if ident in _arrived else Delivery.NOT_NOW
     return Delivery.DELIVERED
 
 
@@ -165,6 +191,7 @@ class CallCancellation:
             self.cancelled.discard(reply)
 
     def begin_sync(self, call: Call) -> None:
+        _arrived.discard(threading.get_ident())  # an interruption of an earlier call
         with self._lock:
             self.running = call
             self.running_sync = True
@@ -194,6 +221,9 @@ class CallCancellation:
         ident = self._thread.thread.ident
         with self._lock:  # the endpoint cannot end (`end_sync`) while it is interrupted
             if self.running is not call or not self.running_sync or ident is None:
+                return
+            if ident in _arrived:  # an attempt that seemed withdrawn was taken after all
+                self._interrupted = call
                 return
             outcome = interrupt_thread(ident)
             if outcome is Delivery.DELIVERED:
