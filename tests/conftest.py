@@ -46,9 +46,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # control servers' address files stay there until the next client sweeps them.
     tutorials_files = _ROOT / "tutorials" / ".monarch"
     if tutorials_files.is_dir():
-        from monarch._src.admin.server import _sweep_dead
+        from monarch._src.admin.server import sweep_dead
 
-        _sweep_dead(str(tutorials_files))
+        sweep_dead(str(tutorials_files))
         try:
             tutorials_files.rmdir()
         except OSError:

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import ssl
 
-__all__ = ["DEFAULT_PORT", "ControlServer", "server_address_from_env"]
+__all__ = ["DEFAULT_PORT", "ControlServer", "server_address_from_env", "sweep_dead"]
 
 logger = logging.getLogger(__name__)
 
@@ -240,7 +240,7 @@ class ControlServer:
             pass  # other controllers' files (or the user's) are still there
 
 
-def _sweep_dead(directory: str) -> None:
+def sweep_dead(directory: str) -> None:
     """Remove the address files of controllers that died without removing theirs (a process
     killed, as a Jupyter kernel shut down with `now=True` is): the CLI skips them anyway."""
     from monarch._src.admin.client import _alive
@@ -260,7 +260,7 @@ def _publish(host: str, port: int, token: str, tls: bool) -> str:
     this user only (created 0600, then renamed into place)."""
     directory = os.path.join(os.getcwd(), ".monarch")
     os.makedirs(directory, exist_ok=True)
-    _sweep_dead(directory)
+    sweep_dead(directory)
     path = os.path.join(directory, f"controller-{os.getpid()}.json")
     tmp = path + ".tmp"
     try:
