@@ -22,12 +22,19 @@ class Exe(Actor):
         return sys.executable
 
     @endpoint
-    def child_exe(self) -> str:
+    def launcher_pid(self) -> str:
+        import os
+
+        return os.environ.get("LAUNCHER_PID", "")
+
+    @endpoint
+    def child(self, name: str) -> str:
+        """Endpoint `name`'s answer from an actor on a proc this proc starts with this_host()."""
         from monarch.actor import this_host as here
 
         procs = here().spawn_procs()
         try:
-            return procs.spawn("child", Exe).exe.call_one().get(timeout=60)
+            return getattr(procs.spawn("child", Exe), name).call_one().get(timeout=60)
         finally:
             procs.stop().get(timeout=60)
 
@@ -49,7 +56,7 @@ def test_local_procs_run_the_given_interpreter(linked_python: str) -> None:
         actors = procs.spawn("exe", Exe)
         assert list(actors.exe.call().get(timeout=60).values()) == [linked_python] * 2
         # procs those procs start inherit it
-        assert actors.slice(gpus=0).child_exe.call_one().get(timeout=90) == linked_python
+        assert actors.slice(gpus=0).child.call_one("exe").get(timeout=90) == linked_python
     finally:
         procs.stop().get(timeout=60)
     plain = this_host().spawn_procs()
@@ -57,24 +64,6 @@ def test_local_procs_run_the_given_interpreter(linked_python: str) -> None:
         assert plain.spawn("exe", Exe).exe.call_one().get(timeout=60) == sys.executable
     finally:
         plain.stop().get(timeout=60)
-
-
-class Launched(Actor):
-    @endpoint
-    def launcher_pid(self) -> str:
-        import os
-
-        return os.environ.get("LAUNCHER_PID", "")
-
-    @endpoint
-    def child_launcher_pid(self) -> str:
-        from monarch.actor import this_host as here
-
-        procs = here().spawn_procs()
-        try:
-            return procs.spawn("child", Launched).launcher_pid.call_one().get(timeout=60)
-        finally:
-            procs.stop().get(timeout=60)
 
 
 def test_a_wrapper_script_launches_the_procs_and_their_procs(tmp_path: Any) -> None:
@@ -86,9 +75,9 @@ def test_a_wrapper_script_launches_the_procs_and_their_procs(tmp_path: Any) -> N
     wrapper.chmod(0o755)
     procs = this_host().with_python_executable(str(wrapper)).spawn_procs()
     try:
-        actor = procs.spawn("launched", Launched)
+        actor = procs.spawn("launched", Exe)
         direct = actor.launcher_pid.call_one().get(timeout=60)
-        inner = actor.child_launcher_pid.call_one().get(timeout=90)
+        inner = actor.child.call_one("launcher_pid").get(timeout=90)
         assert direct.isdigit() and inner.isdigit() and inner != direct
     finally:
         procs.stop().get(timeout=60)

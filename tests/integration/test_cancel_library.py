@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from monarch._src.job import pids
-from monarch.actor import Actor, Channel, Port, endpoint, this_host
+from monarch.actor import Channel, Port, endpoint, this_host
+from tests.integration.test_cancel import Worker
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -41,9 +42,9 @@ def _where(exc: BaseException) -> str:
     return f"{type(exc).__name__} in {tb.tb_frame.f_code.co_name}"
 
 
-class InLibrary(Actor):
-    def __init__(self) -> None:
-        self.log: list[str] = []
+class InLibrary(Worker):
+    """test_cancel's `Worker` (its `log`, `ping` and `history`) with endpoints that block in
+    library code."""
 
     @endpoint
     def child(self, started: Port[str]) -> str:
@@ -89,14 +90,6 @@ class InLibrary(Actor):
                 time.sleep(0.01)  # the user's own time.sleep: a cancellation point
         finally:
             self.log.append("sleep loop unwound")
-
-    @endpoint
-    def ping(self) -> str:
-        return "pong"
-
-    @endpoint
-    def history(self) -> list[str]:
-        return list(self.log)
 
 
 @pytest.fixture(scope="module")
