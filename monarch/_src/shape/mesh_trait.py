@@ -24,7 +24,7 @@ from monarch._src.shape.shape import Shape
 from monarch._src.shape.slice import NDSlice
 
 # A bound TypeVar rather than `typing.Self`: Self needs Python 3.11 or typing_extensions, and this
-# package imports only the standard library of Python 3.10 (hence the PYI019 waivers below).
+# package imports only the standard library of Python 3.10.
 _M = TypeVar("_M", bound="MeshTrait")
 
 
