@@ -19,7 +19,7 @@ __all__ = ["COMMANDS", "build_parser", "get_parser", "main", "shell_on_job"]
 
 # Subcommand modules under monarch.tools.commands, in the order `--help` lists them.
 COMMANDS: tuple[str, ...] = (
-    "apply", "exec", "kill", "shell", "context", "worker", "debug", "stacks", "top",
+    "apply", "exec", "kill", "shell", "context", "worker", "debug", "stacks", "top", "dashboard",
 )
 
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-import os
+from monarch.tools.utils import conda
 
-__all__ = ["CondaEnvironment", "Environment"]
+__all__ = ["CondaEnvironment", "Environment", "NoActiveCondaEnvironment"]
+
+
+class NoActiveCondaEnvironment(AssertionError, ValueError):
+    """No `conda_prefix` was given and no conda environment is active. An `AssertionError` as in
+    torchmonarch, and a `ValueError` since it is a bad argument."""
 
 
 class Environment:
@@ -20,9 +25,9 @@ class CondaEnvironment(Environment):
     @property
     def conda_prefix(self) -> str:
         """The environment's directory."""
-        prefix = self._conda_prefix or os.environ.get("CONDA_PREFIX")
+        prefix = self._conda_prefix or conda.active_env_dir()
         if not prefix:
-            raise ValueError(
+            raise NoActiveCondaEnvironment(
                 "No conda environment is active. Pass CondaEnvironment(conda_prefix=...) or "
                 "activate one."
             )
