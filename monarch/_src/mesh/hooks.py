@@ -132,3 +132,31 @@ future_view: Slot[Callable[[Any], dict[str, Any] | None]] = _slot(
     "The notebook's live widget of a mesh call future, shown as a cell's value.",
     "No notebook is installed: a mesh call future shows its plain repr",
 )
+
+# --- filled by monarch._src.actor.mock when a patch is first used (and in procs it reaches) ----
+
+#: `actor_class(Class) -> Class`: the class `ProcMesh.spawn` really spawns when asked for
+#: `Class` (an actor mock from `patch_actor`; `Class` itself when it is not patched).
+actor_class: Slot[Callable[[type], type]] = _slot(
+    "actor_class",
+    "The actor mocks' substitution of the class a spawn makes (patch_actor).",
+    "No actor mocks are installed",
+)
+
+#: `proc_startup() -> list[Callable[[], None]]`: callables (picklable) that each proc of a new
+#: `spawn_procs` runs before its bootstrap, e.g. to carry the client's actor mocks there. An
+#: empty list means there is nothing to run.
+proc_startup: Slot[Callable[[], list[Callable[[], None]]]] = _slot(
+    "proc_startup",
+    "What each new proc runs before its bootstrap (the mock registries it inherits).",
+    "No proc start-up functions are installed",
+)
+
+#: `device_mesh_override(proc_mesh) -> DeviceMesh | None`: the tensor engine the calling actor
+#: uses for `proc_mesh` in place of a real one (`patch_tensor_engine`), or None for the real
+#: engine (the `mesh_engine` slot).
+device_mesh_override: Slot[Callable[[Any], Any]] = _slot(
+    "device_mesh_override",
+    "The tensor engine mocks' replacement of a proc mesh's DeviceMesh (patch_tensor_engine).",
+    "No tensor engine mocks are installed",
+)

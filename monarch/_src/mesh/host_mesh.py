@@ -20,7 +20,23 @@ from monarch._src.mesh.proc_mesh import ProcMesh, mesh_id
 from monarch._src.runtime.future import Future
 from monarch._src.shape import MeshTrait, Shape, Slice
 
-__all__ = ["HostMesh", "current_host"]
+__all__ = ["HostMesh", "StartupThenBootstrap", "current_host"]
+
+
+class StartupThenBootstrap:
+    """A proc's bootstrap that first runs the `proc_startup` hook's callables (each
+    `() -> None`), then the user's bootstrap, if any (whose result it returns: a coroutine is
+    run by the proc). Pickled into the proc's spec, as any bootstrap."""
+
+    def __init__(self, startup: tuple[Callable[[], None], ...],
+                 bootstrap: Callable[[], Any] | None) -> None:
+        self.startup = startup
+        self.bootstrap = bootstrap
+
+    def __call__(self) -> Any:
+        for fn in self.startup:
+            fn()
+        return None if self.bootstrap is None else self.bootstrap()
 
 
 class HostMesh(MeshTrait):
@@ -108,6 +124,10 @@ class HostMesh(MeshTrait):
                 "on remote hosts, start each worker under the binding you want (e.g. "
                 "`numactl --cpunodebind=0 monarch worker ...`)."
             )
+        startup = hooks.proc_startup.get()
+        before = startup() if startup is not None else []
+        if before:  # e.g. the client's actor mocks, which the new procs inherit
+            bootstrap = StartupThenBootstrap(tuple(before), bootstrap)
         table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python,
                                         proc_bind=proc_bind)
         sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())

@@ -362,6 +362,9 @@ class ProcMesh(MeshTrait):
             )
         if self._table.stopped is not None:
             raise RuntimeError("`ProcMesh` has already been stopped")
+        substitute = hooks.actor_class.get()
+        if substitute is not None:  # an actor mock (monarch._src.actor.mock.patch_actor)
+            Class = substitute(Class)
         validate_actor_class(Class, RESERVED_NAMES, args, kwargs)
         # Held until the procs are up: copy large buffers so later changes do not leak in.
         payload = copy_payload(encode((Class, args, kwargs)))
@@ -486,6 +489,11 @@ class ProcMesh(MeshTrait):
 
     # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
     def _device_mesh(self) -> Any:
+        override = hooks.device_mesh_override.get()
+        if override is not None:  # a tensor engine mock for the calling actor's class
+            mocked = override(self)
+            if mocked is not None:
+                return mocked
         engine = hooks.mesh_engine.require()(self)
         return engine.root_mesh._new_with_shape(self._mesh_shape)
 
