@@ -14,6 +14,11 @@ Modules, from the bottom up:
 * `session.py`: the controller's simulated clock, batches, fetches and iteration marks.
 * `trace.py`: Chrome trace-event JSON, the memory timeline, and an offline HTML/SVG view.
 * `history.py`: recording the command stream of a real engine to a file, and reading it back.
+* `ir.py`: the IR graph (control DAG of commands, data DAG of tensor events), torchmonarch's
+  `monarch.simulator.ir`; `ir_build.py` fills one from a session's history, `ir_export.py`
+  writes its exports (timing keys, estimated timing, DAG trace, tables, memory snapshot).
+* `profiling.py`: one operator's time by name and input shapes, measured on a GPU or estimated
+  from a device profile.
 * `backend.py`: the simulated engine behind a `DeviceMesh` (the tensor engine's backend seam).
 * `interface.py`: `Simulator`, `SimulatorInterface`, the mode enums and `set_meta`.
 """

@@ -11,6 +11,8 @@ from typing import Any
 
 from monarch._src.simulator import history as history_mod, trace as trace_mod
 from monarch._src.simulator.backend import SimEngine, pop_tag, push_tag
+from monarch._src.simulator.ir import IRGraph
+from monarch._src.simulator.ir_build import build_ir
 from monarch._src.simulator.network import CommModel
 from monarch._src.simulator.profiles import DeviceProfile, cpu_profile, get_profile
 from monarch._src.simulator.session import Iteration, Session
@@ -207,9 +209,22 @@ class SimulatorInterface(SimulationResult):
                              (self.hosts, self.gpus), self.session.history)
         self.finished = True
 
+    @property
+    def ir(self) -> IRGraph:
+        """The IR graph (`monarch.simulator.ir.IRGraph`) of everything issued so far: the
+        control DAG of commands per worker and the data DAG of tensor events; needs
+        `build_ir=True`."""
+        if not self.build_ir:
+            raise ValueError(
+                "The simulator IR is built only when asked for: create the simulator with "
+                "Simulator(..., build_ir=True)."
+            )
+        self._engine.flush()
+        return build_ir(self.session.history, self.hosts * self.gpus)
+
     def export_ir(self, path: str) -> str:
-        """Save the command graph (nodes: commands with the ids they read and write) with
-        `torch.save`; needs `build_ir=True`."""
+        """Save the IR graph (`ir`) with `torch.save` (load it with
+        `torch.load(path, weights_only=False)`); needs `build_ir=True`."""
         if not self.build_ir:
             raise ValueError(
                 "export_ir() needs the IR: create the simulator with Simulator(..., "
@@ -217,22 +232,9 @@ class SimulatorInterface(SimulationResult):
             )
         import torch
 
-        self._engine.flush()
-        nodes = []
-        for kind, t, data in self.session.history:
-            if kind != "batch":
-                continue
-            for cmd in data[0]:
-                reads = tuple(getattr(cmd, "inputs", ())) or ((cmd.src,) if hasattr(cmd, "src")
-                                                             else ())
-                writes = tuple(getattr(cmd, "outputs", ())) or ((cmd.out,) if hasattr(cmd, "out")
-                                                               else ())
-                nodes.append({"kind": type(cmd).__name__, "seq": getattr(cmd, "seq", None),
-                              "stream": getattr(cmd, "stream", None),
-                              "name": getattr(getattr(cmd, "meta", None), "name", None),
-                              "reads": reads, "writes": writes,
-                              "ranks": getattr(cmd, "ranks", None), "issued_at": t})
-        torch.save({"hosts": self.hosts, "gpus": self.gpus, "nodes": nodes}, path)
+        graph = self.ir
+        with open(path, "wb") as f:
+            torch.save(graph, f)
         return path
 
     def upload(self) -> None:
