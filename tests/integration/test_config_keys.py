@@ -505,6 +505,33 @@ def test_small_write_threshold_decides_which_buffers_are_sent_by_reference() -> 
     assert (loads(head, buffers) == array).all()
 
 
+class Sizer(Actor):
+    @endpoint
+    def total(self, chunks: list[bytes]) -> int:
+        return sum(len(chunk) for chunk in chunks)
+
+
+@pytest.mark.timeout(120)
+def test_codec_max_frame_length_refuses_a_bigger_message_at_the_sender() -> None:
+    from monarch._src.supervision.errors import MessageTooLargeError
+
+    procs = this_host().spawn_procs(per_host={"procs": 1})
+    try:
+        sizer = procs.spawn("sizer", Sizer)
+        chunks = [bytes(256 * 1024) for _ in range(4)]  # 1 MiB of payload, plus the envelope
+        with configured(codec_max_frame_length=1024 * 1024):
+            with pytest.raises(MessageTooLargeError, match="over codec_max_frame_length") as info:
+                sizer.total.call_one(chunks).get(timeout=60)
+            # Both what Meta's Monarch raises and what the mistake is.
+            assert isinstance(info.value, SupervisionError)
+            assert isinstance(info.value, ValueError)
+            assert sizer.total.call_one(chunks[:3]).get(timeout=60) == 3 * 256 * 1024
+        with configured(codec_max_frame_length=2 * 1024 * 1024):
+            assert sizer.total.call_one(chunks).get(timeout=60) == 1024 * 1024
+    finally:
+        procs.stop().get(timeout=STOP_TIMEOUT)
+
+
 # -- host_spawn_ready_timeout, remote hosts: remote_alloc_allowed_port_range, tails --------
 
 

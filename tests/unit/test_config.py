@@ -9,6 +9,7 @@ import pickle
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import monarch.config
 from monarch._src import config as internal
-from monarch._src.config import sources
+from monarch._src.config import registry, sources
 from monarch._src.config.duration import format_duration, parse_duration
-from monarch._src.config.registry import KEYS, REFUSED
+from monarch._src.config.registry import INERT, KEYS, InertConfigWarning
 from monarch._src.config.spec import ConfigKey, Kind
 from monarch._src.config.validate import check_value
 from monarch.config import (
@@ -362,7 +363,7 @@ def _sample_value(key: ConfigKey) -> object:
             return slice(26600, 26610)
 
 
-@pytest.mark.parametrize("name", sorted(set(KEYS) - REFUSED))
+@pytest.mark.parametrize("name", sorted(set(KEYS) - INERT))
 def test_configure_every_key_round_trips(name: str) -> None:
     value = _sample_value(KEYS[name])
     assert value != KEYS[name].default
@@ -522,7 +523,7 @@ def test_env_names_every_key_has_monarch_form() -> None:
 def test_env_monarch_form_every_key_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
     texts = {Kind.ENCODING: "bincode", Kind.SLICE: "1..2", Kind.BOOL: "yes",
              Kind.TRANSPORT: "tcp"}
-    settable = {name: key for name, key in KEYS.items() if name not in REFUSED}
+    settable = {name: key for name, key in KEYS.items() if name not in INERT}
     for key in settable.values():
         raw = _sample_value(key)
         monkeypatch.setenv(f"MONARCH_{key.name.upper()}", texts.get(key.kind, str(raw)))
@@ -756,11 +757,13 @@ def test_threads_concurrent_writes_readers_never_see_torn_update() -> None:
     assert final["tail_log_lines"] in (rounds - 1, 10_000 + rounds - 1)
 
 
-# -- keys with no meaning here are refused, never silently ignored --------------------------
+# -- keys with no meaning here are kept and read back, and say that they change nothing ------
 
 
-def _refused_sample(key: ConfigKey) -> object:
-    """A value of the right kind that differs from the default of refused key `key`."""
+def _inert_sample(key: ConfigKey) -> object:
+    """A value of the right kind that differs from the default of inert key `key`."""
+    if key.name == "rdma_peer_device_affinity":
+        return "match_name"
     match key.kind:
         case Kind.DURATION:
             return "1m 30s"
@@ -784,48 +787,64 @@ def _env_text(value: object) -> str:
     return str(value)
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_refused_key_other_value_raises_naming_key_and_what_to_do(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(INERT))
+def test_inert_key_other_value_reads_back_and_warns_once_saying_why(name: str) -> None:
     key = KEYS[name]
-    with pytest.raises(ValueError) as info:
-        configure(**{name: _refused_sample(key)})
-    message = str(info.value)
-    assert f"Config key {name!r} cannot be set to" in message
-    assert f"Leave it at its default ({key.default!r})." in message
-    assert get_runtime_config() == {}
-    configure(**{name: key.default})  # the default itself is accepted and reads back
-    assert get_global_config()[name] == key.default
-    with configured(**{name: key.default}) as merged:
-        assert merged[name] == key.default
+    value = _inert_sample(key)
+    registry.WARNED.clear()
+    with pytest.warns(InertConfigWarning) as caught:
+        configure(**{name: value})
+    assert get_global_config()[name] == value
+    assert get_runtime_config() == {name: value}
+    [warning] = caught.list
+    assert f"Config key {name!r} is set to {value!r}, which changes nothing" in str(
+        warning.message)
+    assert warning.filename == __file__  # points at the line that set it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        configure(**{name: value})  # the same value again: no second warning
+        with configured(**{name: key.default}) as merged:  # the default: none either
+            assert merged[name] == key.default
+    assert get_global_config()[name] == value
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_refused_key_from_environment_raises_naming_variable(
+@pytest.mark.parametrize("name", sorted(INERT))
+def test_inert_key_from_environment_reads_back(
     monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     key = KEYS[name]
     var = key.env_names[0]
-    monkeypatch.setenv(var, _env_text(_refused_sample(key)))
-    with pytest.raises(ValueError, match=f"Environment variable {var}=.*cannot be set to"):
+    value = _inert_sample(key)
+    monkeypatch.setenv(var, _env_text(value))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertConfigWarning)  # warned once per process
         internal.reload()
-    monkeypatch.setenv(var, _env_text(key.default) if key.default is not None else "")
-    internal.reload()
-    assert get_global_config()[name] == key.default
+    assert get_global_config()[name] == value
 
 
-def test_refused_key_in_config_file_raises_naming_file(
+def test_inert_key_in_config_file_reads_back(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    path = _write_config(monkeypatch, tmp_path, "message_ttl_default = 3\n")
-    with pytest.raises(ValueError, match="'message_ttl_default' cannot be set to 3") as info:
+    _write_config(monkeypatch, tmp_path, "message_ttl_default = 3\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", InertConfigWarning)
         internal.reload()
-    assert str(path) in str(info.value)
+    assert get_global_config()["message_ttl_default"] == 3
 
 
-def test_refused_keys_still_listed_with_their_defaults() -> None:
+def test_inert_keys_listed_with_their_defaults() -> None:
     merged = get_global_config()
-    assert {name: merged[name] for name in REFUSED} == {
-        name: KEYS[name].default for name in REFUSED}
+    assert {name: merged[name] for name in INERT} == {name: KEYS[name].default for name in INERT}
+
+
+def test_transport_member_that_cannot_work_here_is_kept_and_refused_at_use() -> None:
+    from monarch._src.config import check_usable
+
+    with configured(default_transport=ChannelTransport.MetaTlsWithHostname) as merged:
+        assert merged["default_transport"] is ChannelTransport.MetaTlsWithHostname
+        with pytest.raises(ValueError, match="not available in this implementation.*Use 'tls'"):
+            check_usable(merged["default_transport"])
+    check_usable(ChannelTransport.Unix)
 
 
 @pytest.mark.parametrize(
@@ -838,8 +857,9 @@ def test_transport_that_cannot_work_here_is_refused_with_alternatives(value: obj
     with pytest.raises(ValueError, match="not available in this implementation") as info:
         internal.parse_transport(value)  # type: ignore[arg-type]
     assert "Use 'tls'" in str(info.value) and "'unix'" in str(info.value)
-    with pytest.raises(ValueError, match="default_transport"):
-        configure(default_transport=value)
+    if isinstance(value, str):  # the words are refused by the key too; members are kept
+        with pytest.raises(ValueError, match="default_transport"):
+            configure(default_transport=value)
     from monarch.actor import enable_transport
 
     with pytest.raises(ValueError, match="not available in this implementation"):
@@ -852,15 +872,13 @@ def test_transport_that_cannot_work_here_is_refused_with_alternatives(value: obj
     [
         ("rdma_ibverbs_target", "gpu:0", "Name the device instead, as 'nic:<name>'"),
         ("rdma_ibverbs_target", "cpu:1", "not chosen by NUMA node or GPU"),
-        ("rdma_peer_device_affinity", "match_name", "only '' or 'any' is accepted"),
-        ("rdma_peer_device_affinity", "groups:mlx5_0|mlx5_1", "rdma_ibverbs_target="),
+        ("rdma_peer_device_affinity", "groups:", "expects '', 'any', 'match_name'"),
+        ("rdma_peer_device_affinity", "nearest", "'groups:<dev>,<dev>|<dev>,...'"),
         ("channel_tcp_congestion", "cubic; reboot", "name of a TCP congestion control"),
         ("mesh_admin_addr", "no-port", "expects 'host:port'"),
         ("remote_alloc_allowed_port_range", slice(26610, 26600), "0 < start < stop"),
         ("remote_alloc_allowed_port_range", slice(None, 10), "0 < start < stop"),
         ("rdma_tcp_fallback_parallelism", 0, "from 1 to 64"),
-        ("max_cast_fanout", 8, "a relay proc on each host"),
-        ("max_cast_dimension_size", 8, "not split along the mesh's dimensions"),
         ("rdma_tcp_fallback_parallelism", 65, "from 1 to 64"),
     ],
 )

@@ -1,12 +1,12 @@
-"""Every config key acts or is refused, and the docs count the keys right.
+"""Every config key acts or is inert, and the docs count the keys right.
 
-"Acts" is checked on the code, statically: a key that is not refused must be passed to one of
+"Acts" is checked on the code, statically: a key that is not inert must be passed to one of
 the config readers (`monarch._src.config.get` / `duration_seconds`) by some module outside
 `monarch/_src/config/`. A key name that only appears in a string (an error message, a dict of
 defaults) is not a read. The readers are also called with a variable in a few places (a key name
 given to a constructor, a loop over key names); such a variable's keys are the string literals
 bound to its name: a keyword argument of that name anywhere, an assignment to it, or the tuple a
-loop over it iterates. That refused keys raise when set is tested per key in test_config.py.
+loop over it iterates. That inert keys warn when set is tested per key in test_config.py.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from monarch._src.config.registry import KEYS, REFUSED
+from monarch._src.config.registry import INERT, KEYS
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -99,10 +99,10 @@ def key_reads(sources: Iterable[str]) -> set[str]:
     return direct | {key for name in carriers for key in bound.get(name, ())}
 
 
-def unread_keys(keys: Iterable[str], refused: frozenset[str], sources: Iterable[str]) -> list[str]:
-    """The keys of `keys` that are neither refused nor read by `sources`."""
+def unread_keys(keys: Iterable[str], inert: frozenset[str], sources: Iterable[str]) -> list[str]:
+    """The keys of `keys` that are neither inert nor read by `sources`."""
     read = key_reads(sources)
-    return sorted(name for name in keys if name not in refused and name not in read)
+    return sorted(name for name in keys if name not in inert and name not in read)
 
 
 def _runtime_sources() -> list[str]:
@@ -111,12 +111,12 @@ def _runtime_sources() -> list[str]:
 
 
 def test_every_settable_key_is_read_by_the_runtime() -> None:
-    assert unread_keys(KEYS, REFUSED, _runtime_sources()) == []
+    assert unread_keys(KEYS, INERT, _runtime_sources()) == []
 
 
-def test_no_refused_key_is_read_by_the_runtime() -> None:
-    # A refused key only ever holds its default: code reading it would be dead code.
-    assert sorted(key_reads(_runtime_sources()) & REFUSED) == []
+def test_no_inert_key_is_read_by_the_runtime() -> None:
+    # An inert key changes nothing: code reading it would make it act (then it is not inert).
+    assert sorted(key_reads(_runtime_sources()) & INERT) == []
 
 
 def test_every_key_read_is_registered() -> None:
@@ -128,7 +128,7 @@ def test_unread_keys_key_defined_but_never_read_is_reported() -> None:
     # table of names): the check must report it, and the real keys stay read.
     mention = 'raise ValueError("set fake_never_read_key instead")\nNAMES = ["fake_never_read_key"]'
     keys = [*KEYS, "fake_never_read_key"]
-    assert unread_keys(keys, REFUSED, [*_runtime_sources(), mention]) == ["fake_never_read_key"]
+    assert unread_keys(keys, INERT, [*_runtime_sources(), mention]) == ["fake_never_read_key"]
 
 
 @pytest.mark.parametrize(
@@ -179,18 +179,18 @@ def test_readme_config_counts_match_the_registry() -> None:
     text = " ".join((ROOT / "README.md").read_text().split())
     found = re.search(r"all (\d+) config keys of 0\.7\.0 are known; (\d+) of our (\d+) have no "
                       r"meaning here", text)
-    assert found, "README.md no longer says how many config keys are known and refused"
+    assert found, "README.md no longer says how many config keys are known and inert"
     ours_0_7_0 = [name for name in _keys_of_0_7_0() if name in KEYS]
-    assert tuple(map(int, found.groups())) == (len(ours_0_7_0), len(REFUSED), len(KEYS))
+    assert tuple(map(int, found.groups())) == (len(ours_0_7_0), len(INERT), len(KEYS))
 
 
-def test_architecture_refused_counts_match_the_registry() -> None:
+def test_architecture_inert_counts_match_the_registry() -> None:
     text = " ".join((ROOT / "ARCHITECTURE.md").read_text().split())
     # The en dash is ARCHITECTURE.md's, in its table of keys.
     found = re.search(
-        r"\| refused \((\d+)\) \| – \| (.*?), and the (\d+) further keys", text  # noqa: RUF001
+        r"\| inert \((\d+)\) \| – \| (.*?), and the (\d+) further keys", text  # noqa: RUF001
     )
-    assert found, "ARCHITECTURE.md's table of keys has no 'refused (N)' row"
+    assert found, "ARCHITECTURE.md's table of keys has no 'inert (N)' row"
     named = re.findall(r"`(\w+)`", found.group(2))
-    assert set(named) <= REFUSED
-    assert (int(found.group(1)), int(found.group(3))) == (len(REFUSED), len(REFUSED) - len(named))
+    assert set(named) <= INERT
+    assert (int(found.group(1)), int(found.group(3))) == (len(INERT), len(INERT) - len(named))

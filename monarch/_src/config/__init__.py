@@ -24,12 +24,13 @@ from monarch._src.config.api import (
 from monarch._src.config.encoding import Encoding
 from monarch._src.config.parametrize import parametrize_config, parametrize_config_pointwise
 from monarch._src.config.store import STORE
-from monarch._src.config.transport import ChannelTransport, parse_transport
+from monarch._src.config.transport import ChannelTransport, check_usable, parse_transport
 
 __all__ = [
     "ChannelTransport",
     "Encoding",
     "apply_snapshot",
+    "check_usable",
     "clear_runtime_config",
     "configure",
     "configured",

@@ -3,14 +3,18 @@
 The table is the single source of truth: the default layer, the environment layer (via each key's
 environment names), validation and `get_global_config()`'s key set are all derived from it.
 
-No key is accepted and ignored. Each one either changes what the runtime does (its doc says
-how) or is *refused*: its default reads back as usual (code written for Meta's Monarch reads
-these keys), but setting any other value, through `configure`, an environment variable or the
-config file, raises ValueError naming the key and what to use instead (`refused` below).
+No key is ignored in silence. Each one either changes what the runtime does (its doc says how)
+or is *inert*: a key of Meta's Monarch with no counterpart here. An inert key is accepted and
+read back like any other (code and tests written for Meta's Monarch set and read these keys),
+but the first time it is given a value other than its default, through `configure`, an
+environment variable or the config file, an `InertConfigWarning` names the key, says why it
+changes nothing here and what to use instead (`inert` below).
 """
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Callable
 
 from monarch._src.config.duration import normalize_duration
@@ -18,7 +22,7 @@ from monarch._src.config.encoding import Encoding
 from monarch._src.config.spec import ConfigKey, Kind, Namespace, env_names_for
 from monarch._src.config.transport import ChannelTransport
 
-__all__ = ["KEYS", "REFUSED", "lookup", "refused", "unknown_key_error"]
+__all__ = ["INERT", "KEYS", "InertConfigWarning", "inert", "lookup", "unknown_key_error"]
 
 _H = Namespace.HYPERACTOR
 _MESH = Namespace.MESH
@@ -42,29 +46,57 @@ def _key(
     return ConfigKey(name, kind, default, doc, env_names_for(name, namespace), nullable, check)
 
 
-def refused(name: str, default: object, why: str) -> Callable[[object], object]:
-    """A check that lets only `default` through: any other value of key `name` is refused with
-    `why` (which says what to use instead)."""
+# (key, repr(value)) of the inert values already warned about in this process.
+WARNED: set[tuple[str, str]] = set()
+
+
+class InertConfigWarning(UserWarning):
+    """A config key of Meta's Monarch that has no counterpart here was set to a value other than
+    its default: the value is kept and reads back, and nothing else changes."""
+
+
+def _caller_stacklevel() -> int:
+    """The `stacklevel` that points a warning at the first frame outside monarch's config code
+    (the user's `configure(...)` or `with configured(...)` line)."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and (
+        "monarch/_src/config/" in frame.f_code.co_filename
+        or "monarch/config/" in frame.f_code.co_filename
+        or frame.f_code.co_filename.endswith("contextlib.py")
+    ):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def inert(name: str, default: object, why: str) -> Callable[[object], object]:
+    """The check of an inert key: every value is kept; the first time each value other than
+    `default` is set, an `InertConfigWarning` says so with `why` (which says what to use)."""
     if isinstance(default, str) and default and default[0].isdigit():
         default = normalize_duration(default)
 
     def check(value: object) -> object:
-        if value == default and type(value) is type(default):
-            return value
-        raise ValueError(
-            f"Config key {name!r} cannot be set to {value!r} in this implementation: {why} "
-            f"Leave it at its default ({default!r})."
-        )
+        seen = (name, repr(value))
+        if not (value == default and type(value) is type(default)) and seen not in WARNED:
+            WARNED.add(seen)
+            warnings.warn(
+                f"Config key {name!r} is set to {value!r}, which changes nothing in this "
+                f"implementation (it is kept and reads back): {why}",
+                InertConfigWarning,
+                stacklevel=_caller_stacklevel(),
+            )
+        return value
 
-    check.refuses_all_but_default = True  # type: ignore[attr-defined]
+    check.inert = True  # type: ignore[attr-defined]
     return check
 
 
-def _refused_key(
+def _inert_key(
     name: str, kind: Kind, default: object, doc: str, namespace: Namespace, why: str
 ) -> ConfigKey:
-    return _key(name, kind, default, f"{doc} Refused: only the default is accepted. {why}",
-                namespace, nullable=default is None, check=refused(name, default, why))
+    return _key(name, kind, default, f"{doc} Inert: kept and read back, changes nothing. {why}",
+                namespace, nullable=default is None, check=inert(name, default, why))
 
 
 def _congestion(value: object) -> object:
@@ -89,16 +121,28 @@ def _ibverbs_target(value: object) -> object:
     return text
 
 
+_AFFINITY_WHY = (
+    "each process uses one verbs device (rdma_ibverbs_target) and pairs it with the peer's "
+    "device, so '', 'any', 'match_name' and 'groups:...' all pair the same way; choose the "
+    "local device with rdma_ibverbs_target='nic:<name>'."
+)
+_affinity_inert = inert("rdma_peer_device_affinity", "", _AFFINITY_WHY)
+
+
 def _peer_affinity(value: object) -> object:
+    """'' / 'any' / 'match_name' / 'groups:a,b|c,d' (device names, ',' within a group, '|'
+    between groups); any other text is refused. Inert ('' and 'any' being the default)."""
     text = str(value).strip()
-    if text in ("", "any"):
-        return text
-    raise ValueError(
-        f"Config key 'rdma_peer_device_affinity' cannot be set to {value!r} in this "
-        f"implementation: each process uses one verbs device (rdma_ibverbs_target) and pairs it "
-        f"with the peer's, so only '' or 'any' is accepted; choose the local device with "
-        f"rdma_ibverbs_target='nic:<name>'. Leave it at its default ('')."
-    )
+    groups = text.removeprefix("groups:")
+    well_formed = text in ("", "any", "match_name") or (
+        text.startswith("groups:") and all(
+            name.strip() for group in groups.split("|") for name in group.split(",")))
+    if not well_formed:
+        raise ValueError(
+            f"Config key 'rdma_peer_device_affinity' expects '', 'any', 'match_name' or "
+            f"'groups:<dev>,<dev>|<dev>,...', got {value!r}."
+        )
+    return text if text == "any" else _affinity_inert(text)
 
 
 def _admin_addr(value: object) -> object:
@@ -114,8 +158,7 @@ def _admin_addr(value: object) -> object:
     return text
 
 
-# '' and 'any' mean the same here, so this key, like the refused ones, changes nothing.
-_peer_affinity.refuses_all_but_default = True  # type: ignore[attr-defined]
+_peer_affinity.inert = True  # type: ignore[attr-defined]
 
 
 def _pool_bytes(value: object) -> object:
@@ -227,21 +270,21 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("message_delivery_timeout", _D, "30s",
          "How long an undelivered message may wait before it is reported undeliverable; "
          "connecting to a proc that does not answer is retried this long.", _H),
-    _refused_key("message_ack_time_interval", _D, "500ms",
+    _inert_key("message_ack_time_interval", _D, "500ms",
                  "Acknowledge received messages at least this often.", _H, _ACKS),
-    _refused_key("message_ack_every_n_messages", _I, 1000,
+    _inert_key("message_ack_every_n_messages", _I, 1000,
                  "Acknowledge received messages at least every this many messages.", _H, _ACKS),
-    _refused_key("message_ttl_default", _I, 64, "Hop budget of a forwarded message.", _H,
+    _inert_key("message_ttl_default", _I, 64, "Hop budget of a forwarded message.", _H,
                  "Messages go straight from the sending proc to the receiving proc and are never "
                  "forwarded, so there is no hop budget."),
-    _refused_key("split_max_buffer_size", _I, 5,
+    _inert_key("split_max_buffer_size", _I, 5,
                  "Frames buffered before a split send is flushed.", _H, _BATCHING),
-    _refused_key("split_max_buffer_age", _D, "50ms", "Oldest buffered frame before a flush.", _H,
+    _inert_key("split_max_buffer_age", _D, "50ms", "Oldest buffered frame before a flush.", _H,
                  _BATCHING),
-    _refused_key("default_encoding", Kind.ENCODING, Encoding.Multipart, "Payload encoding.", _H,
+    _inert_key("default_encoding", Kind.ENCODING, Encoding.Multipart, "Payload encoding.", _H,
                  "Payloads are always pickled (protocol 5, large buffers out of band); "
                  "Encoding.Multipart, the default, is the only encoding."),
-    _refused_key("channel_net_rx_buffer_full_check_interval", _D, "5s",
+    _inert_key("channel_net_rx_buffer_full_check_interval", _D, "5s",
                  "How often a full receive buffer is re-checked.", _H,
                  "Received batches are read as they arrive; there is no receive buffer to poll."),
     _key("channel_tcp_congestion", _S, "",
@@ -249,11 +292,11 @@ _TABLE: tuple[ConfigKey, ...] = (
          "connection between procs; '' keeps the host default. Best effort: an algorithm the "
          "kernel refuses is logged once and the connection keeps the default.", _H,
          check=_congestion),
-    _refused_key("message_latency_sampling_rate", _F, 0.01,
+    _inert_key("message_latency_sampling_rate", _F, 0.01,
                  "Fraction of messages whose latency is recorded.", _H,
                  "No per-message latency is sampled here; `monarch top` shows message rates per "
                  "actor."),
-    _refused_key("enable_dest_actor_reordering_buffer", _B, True,
+    _inert_key("enable_dest_actor_reordering_buffer", _B, True,
                  "Reorder messages per sender at the destination actor.", _H,
                  "Messages from one sender always arrive in send order (one ordered stream per "
                  "pair of procs), so there is nothing to reorder and it cannot be turned off."),
@@ -269,7 +312,7 @@ _TABLE: tuple[ConfigKey, ...] = (
          "and goes back to the pool once they are freed. The least recently freed buffers are "
          "unmapped first beyond this bound; 0 turns pooling off (a fresh mapping per "
          "message).", _M, check=_pool_bytes),
-    _refused_key("max_cast_dimension_size", _I, 16, "Fan-out of the cast tree per dimension.",
+    _inert_key("max_cast_dimension_size", _I, 16, "Fan-out of the cast tree per dimension.",
                  _MESH, "Casts are not split along the mesh's dimensions here. " + _CAST_TREE),
     # Lifecycle timeouts.
     _key("host_spawn_ready_timeout", _D, "30s",
@@ -297,14 +340,14 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("actor_spawn_max_idle", _D, "30s",
          "ActorMesh.initialized fails if its actors have not all finished __init__ within this "
          "long.", _MESH),
-    _refused_key("get_actor_state_max_idle", _D, "30s", "Timeout of an actor state query.",
+    _inert_key("get_actor_state_max_idle", _D, "30s", "Timeout of an actor state query.",
                  _MESH, _STATE),
     _key("proc_stop_max_idle", _D, "30s",
          "How long ProcMesh.stop waits for its procs to answer (actors stopped) before moving on "
          "to mesh_terminate_timeout and SIGKILL.", _MESH),
-    _refused_key("get_proc_state_max_idle", _D, "1m", "Timeout of a proc state query.", _MESH,
+    _inert_key("get_proc_state_max_idle", _D, "1m", "Timeout of a proc state query.", _MESH,
                  _STATE),
-    _refused_key("supervision_watchdog_timeout", _D, "2m",
+    _inert_key("supervision_watchdog_timeout", _D, "2m",
                  "A reference holder reports its mesh's owner unreachable after this long.",
                  _MESH,
                  "Liveness is checked by heartbeats here: set heartbeat_timeout (procs on this "
@@ -328,11 +371,11 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("tail_log_lines", _I, 0,
          "The host of each proc keeps the last this many lines it wrote; a proc that fails has "
          "them appended to its failure report. 0 keeps none.", _MESH),
-    _refused_key("read_log_buffer", _I, 100, "Lines buffered per stream by the log forwarder.",
+    _inert_key("read_log_buffer", _I, 100, "Lines buffered per stream by the log forwarder.",
                  _MESH,
                  "Forwarded output is sent as it is read, in chunks, with no line buffer; "
                  "logging_option(aggregate_window_sec=...) collapses repeated lines."),
-    _refused_key("force_file_log", _B, False,
+    _inert_key("force_file_log", _B, False,
                  "Write runtime logs to files even on a terminal.", _MESH,
                  "To keep procs' output in files, set enable_file_capture=True."),
     _key("prefix_with_rank", _B, True,
@@ -341,11 +384,11 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("prefix_python_logs_with_actor", _B, True,
          "Prefix Python logging records emitted in actors with '[actor=<name>] '.", _M),
     # Remote allocation.
-    _refused_key("remote_alloc_bind_to_inaddr_any", _B, False,
+    _inert_key("remote_alloc_bind_to_inaddr_any", _B, False,
                  "Remote allocators listen on all interfaces instead of the hostname.", _H,
                  "Remote hosts' procs listen where host_listen_address says (default: the "
                  "address their client dialed)."),
-    _refused_key("remote_alloc_bootstrap_addr", _S, None,
+    _inert_key("remote_alloc_bootstrap_addr", _S, None,
                  "Address remote allocators bootstrap through.", _H,
                  "Remote hosts are reached at the address given to attach_to_workers or "
                  "hosts_from_dask; their procs listen where host_listen_address says."),
@@ -361,92 +404,92 @@ _TABLE: tuple[ConfigKey, ...] = (
          "ibverbs device to use, as 'nic:<name>' (or the bare name); '' picks the first one. "
          "Choosing by 'cpu:<numa>' or 'gpu:<ordinal>' is refused.", _M, check=_ibverbs_target),
     _key("rdma_peer_device_affinity", _S, "",
-         "Which peer devices a local device pairs with: '' or 'any' (the only choices here: "
-         "each process uses one device).", _M, check=_peer_affinity),
+         "Which peer devices a local device pairs with: '', 'any', 'match_name' or "
+         "'groups:...'. Inert: " + _AFFINITY_WHY, _M, check=_peer_affinity),
     _key("rdma_runtime_worker_threads", _I, 4, "Threads serving RDMA transfers.", _M),
     # Keys of Meta's Monarch 0.7.0 beyond its documented `configure` arguments.
     _key("channel_tcp_keepalive_idle", _D, "1m",
          "TCP connections between procs send keepalive probes after this long idle "
          "(TCP_KEEPIDLE).", _H),
-    _refused_key("channel_reconnect_timeout", _D, "1m",
+    _inert_key("channel_reconnect_timeout", _D, "1m",
                  "How long a broken channel keeps reconnecting.", _H, _NO_RECONNECT),
-    _refused_key("pending_actor_delivery_timeout", _D, "30s",
+    _inert_key("pending_actor_delivery_timeout", _D, "30s",
                  "How long messages wait for an actor that is still being spawned.", _H,
                  "Messages to an actor that is still starting wait in its queue; "
                  "message_delivery_timeout bounds delivery."),
-    _refused_key("server_heartbeat_interval", _D, "1s", "Heartbeat of a channel server.", _H,
+    _inert_key("server_heartbeat_interval", _D, "1s", "Heartbeat of a channel server.", _H,
                  "Set heartbeat_interval (procs on this host) or host_heartbeat_interval "
                  "(remote hosts)."),
-    _refused_key("stop_grace_period", _D, "10s", "Grace period of a remote stop.", _H,
+    _inert_key("stop_grace_period", _D, "10s", "Grace period of a remote stop.", _H,
                  "Set stop_actor_timeout and mesh_terminate_timeout."),
-    _refused_key("terminated_snapshot_retention", _I, 100,
+    _inert_key("terminated_snapshot_retention", _I, 100,
                  "Snapshots of terminated procs kept for the admin server.", _H, _ADMIN),
-    _refused_key("sequencer_max_locked_keys", _I, 128, "Keys the message sequencer locks.", _H,
+    _inert_key("sequencer_max_locked_keys", _I, 128, "Keys the message sequencer locks.", _H,
                  "Messages are ordered by one stream per pair of procs; there is no sequencer."),
-    _refused_key("max_cast_fanout", _I, 16, "Fan-out of a cast's forwarding tree.", _MESH,
+    _inert_key("max_cast_fanout", _I, 16, "Fan-out of a cast's forwarding tree.", _MESH,
                  _CAST_TREE),
-    _refused_key("forwarder_flush_timeout", _D, "5s", "How long a log flush may take.", _MESH,
+    _inert_key("forwarder_flush_timeout", _D, "5s", "How long a log flush may take.", _MESH,
                  "Log flushes wait process_exit_timeout."),
-    _refused_key("file_log_level", _S, "", "Level of the runtime's file log.", _MESH,
+    _inert_key("file_log_level", _S, "", "Level of the runtime's file log.", _MESH,
                  "Runtime logs go through Python logging; configure it (or set "
                  "ProcMesh.logging_option(level=...))."),
-    _refused_key("monarch_log_suffix", _S, "", "Suffix of the runtime's log file names.", _MESH,
+    _inert_key("monarch_log_suffix", _S, "", "Suffix of the runtime's log file names.", _MESH,
                  "There is no runtime log file; enable_file_capture writes procs' output to "
                  "files."),
-    _refused_key("proc_launcher_kind", _S, "", "How procs are launched.", _MESH, _SPAWN),
-    _refused_key("use_direct_spawn", _B, False, "Spawn procs without a host agent.", _MESH,
+    _inert_key("proc_launcher_kind", _S, "", "How procs are launched.", _MESH, _SPAWN),
+    _inert_key("use_direct_spawn", _B, False, "Spawn procs without a host agent.", _MESH,
                  _SPAWN),
-    _refused_key("tokio_worker_threads", _I, None, "Threads of the Rust runtime.", _M,
+    _inert_key("tokio_worker_threads", _I, None, "Threads of the Rust runtime.", _M,
                  "This implementation has no Rust runtime; each proc runs one asyncio loop."),
-    _refused_key("enable_unawaited_python_task_traceback", _B, False,
+    _inert_key("enable_unawaited_python_task_traceback", _B, False,
                  "Tracebacks for unawaited Python tasks.", _M,
                  "Run Python with -X dev (or PYTHONASYNCIODEBUG=1) for asyncio's own reports."),
-    _refused_key("process_memory_metric_interval", _D, "5m", "How often memory is sampled.",
+    _inert_key("process_memory_metric_interval", _D, "5m", "How often memory is sampled.",
                  _MESH, _TELEMETRY),
-    _refused_key("enable_otel_tracing", _B, True, "Export traces through OpenTelemetry.", _M,
+    _inert_key("enable_otel_tracing", _B, True, "Export traces through OpenTelemetry.", _M,
                  _TELEMETRY),
-    _refused_key("enable_otel_metrics", _B, True, "Export metrics through OpenTelemetry.", _M,
+    _inert_key("enable_otel_metrics", _B, True, "Export metrics through OpenTelemetry.", _M,
                  _TELEMETRY),
-    _refused_key("otel_metric_export_interval", _D, "1s", "How often metrics are exported.",
+    _inert_key("otel_metric_export_interval", _D, "1s", "How often metrics are exported.",
                  _M, _TELEMETRY),
-    _refused_key("enable_recorder_tracing", _B, True, "Keep a flight recorder of spans.", _M,
+    _inert_key("enable_recorder_tracing", _B, True, "Keep a flight recorder of spans.", _M,
                  _TELEMETRY),
-    _refused_key("enable_sqlite_tracing", _B, False, "Write spans to SQLite.", _M, _TELEMETRY),
-    _refused_key("scuba_log_enter_exit", _B, False, "Log span enter/exit to Scuba.", _M,
+    _inert_key("enable_sqlite_tracing", _B, False, "Write spans to SQLite.", _M, _TELEMETRY),
+    _inert_key("scuba_log_enter_exit", _B, False, "Log span enter/exit to Scuba.", _M,
                  _TELEMETRY),
     _key("pyspy_bin", _S, "",
          "The py-spy executable `monarch stacks` runs in the proc being dumped; '' looks for "
          "py-spy on PATH, then next to the interpreter.", _MESH),
     _key("mesh_admin_pyspy_timeout", _D, "10s",
          "How long py-spy may take to dump one proc's stacks (`monarch stacks`).", _MESH),
-    _refused_key("mesh_admin_pyspy_bridge_timeout", _D, "13s", "py-spy bridge timeout.", _MESH,
+    _inert_key("mesh_admin_pyspy_bridge_timeout", _D, "13s", "py-spy bridge timeout.", _MESH,
                  _ADMIN),
-    _refused_key("mesh_admin_pyspy_client_timeout", _D, "20s", "py-spy client timeout.", _MESH,
+    _inert_key("mesh_admin_pyspy_client_timeout", _D, "20s", "py-spy client timeout.", _MESH,
                  _ADMIN),
-    _refused_key("mesh_admin_pyspy_max_profile_duration", _D, "5m",
+    _inert_key("mesh_admin_pyspy_max_profile_duration", _D, "5m",
                  "Longest py-spy profile.", _MESH, _ADMIN),
-    _refused_key("mesh_admin_config_dump_bridge_timeout", _D, "5s", "Config dump timeout.",
+    _inert_key("mesh_admin_config_dump_bridge_timeout", _D, "5s", "Config dump timeout.",
                  _MESH, _ADMIN),
-    _refused_key("mesh_admin_max_concurrent_resolves", _I, 2, "Concurrent admin resolves.",
+    _inert_key("mesh_admin_max_concurrent_resolves", _I, 2, "Concurrent admin resolves.",
                  _MESH, _ADMIN),
-    _refused_key("mesh_admin_query_child_timeout", _D, "100ms", "Admin child query timeout.",
+    _inert_key("mesh_admin_query_child_timeout", _D, "100ms", "Admin child query timeout.",
                  _MESH, _ADMIN),
-    _refused_key("mesh_admin_resolve_actor_timeout", _D, "200ms",
+    _inert_key("mesh_admin_resolve_actor_timeout", _D, "200ms",
                  "Admin actor resolution timeout.", _MESH, _ADMIN),
-    _refused_key("mesh_admin_single_host_timeout", _D, "3s", "Admin per-host query timeout.",
+    _inert_key("mesh_admin_single_host_timeout", _D, "3s", "Admin per-host query timeout.",
                  _MESH, _ADMIN),
-    _refused_key("mesh_admin_tree_timeout", _D, "10s", "Admin tree query timeout.", _MESH,
+    _inert_key("mesh_admin_tree_timeout", _D, "10s", "Admin tree query timeout.", _MESH,
                  _ADMIN),
-    _refused_key("rdma_cq_poller_per_device", _B, True, "One completion poller per device.",
+    _inert_key("rdma_cq_poller_per_device", _B, True, "One completion poller per device.",
                  _M, _VERBS),
-    _refused_key("rdma_host_odp", _B, False, "On-demand paging for host memory.", _M, _VERBS),
-    _refused_key("rdma_max_nics_per_buffer", _I, None, "NICs a buffer is registered on.", _M,
+    _inert_key("rdma_host_odp", _B, False, "On-demand paging for host memory.", _M, _VERBS),
+    _inert_key("rdma_max_nics_per_buffer", _I, None, "NICs a buffer is registered on.", _M,
                  _VERBS),
-    _refused_key("rdma_min_stripe_size_kb", _I, 512, "Smallest stripe of a transfer.", _M,
+    _inert_key("rdma_min_stripe_size_kb", _I, 512, "Smallest stripe of a transfer.", _M,
                  _VERBS),
-    _refused_key("rdma_qp_init_timeout", _D, "30s", "Queue pair setup timeout.", _M, _VERBS),
-    _refused_key("rdma_qps_per_cq", _I, 64, "Queue pairs per completion queue.", _M, _VERBS),
-    _refused_key("rdma_qps_per_peer", _I, 4, "Queue pairs per peer.", _M, _VERBS),
+    _inert_key("rdma_qp_init_timeout", _D, "30s", "Queue pair setup timeout.", _M, _VERBS),
+    _inert_key("rdma_qps_per_cq", _I, 64, "Queue pairs per completion queue.", _M, _VERBS),
+    _inert_key("rdma_qps_per_peer", _I, 4, "Queue pairs per peer.", _M, _VERBS),
     _key("rdma_tcp_fallback_parallelism", _I, 4,
          "Connections one transfer of 8 MiB or more over the TCP data plane uses at the same "
          "time: the transfer is cut into this many equal pieces, each moved on its own "
@@ -495,9 +538,9 @@ _TABLE: tuple[ConfigKey, ...] = (
 
 KEYS: dict[str, ConfigKey] = {key.name: key for key in _TABLE}
 
-# Keys that only accept their default (see `refused`).
-REFUSED: frozenset[str] = frozenset(
-    key.name for key in _TABLE if getattr(key.check, "refuses_all_but_default", False)
+# Keys of Meta's Monarch with no counterpart here (see `inert`).
+INERT: frozenset[str] = frozenset(
+    key.name for key in _TABLE if getattr(key.check, "inert", False)
 )
 
 

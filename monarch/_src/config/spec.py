@@ -61,6 +61,6 @@ class ConfigKey(NamedTuple):
     # True when None is a legal value (it then means "not set / let the runtime decide").
     nullable: bool = False
     # Extra rule run on a value already of the right kind (and not None): returns the value to
-    # store or raises ValueError naming the key. Keys with no meaning here refuse every value but
-    # the default this way (see `registry.refused`).
+    # store or raises ValueError naming the key. Keys with no meaning here warn that a value other
+    # than the default changes nothing this way (see `registry.inert`).
     check: Callable[[object], object] | None = None

@@ -8,16 +8,19 @@ carries information (the address) that no member can hold.
 What each member does here: `Unix` ("unix", "ipc"): unix-domain sockets between the client and
 the procs on its host; `TcpWithLocalhost` (the default, "tcp-localhost"): loopback TCP;
 `TcpWithHostname` ("tcp"): TCP on this machine's routable address, reachable by remote hosts;
-`Tls` ("tls"): TCP with mutual TLS (needs the tls_* files); `Local` ("local", "inproc") is refused
-(procs are separate processes), and so are Meta's internal `MetaTls*` transports: both raise
-ValueError saying what to use.
+`Tls` ("tls"): TCP with mutual TLS (needs the tls_* files). `Local` ("local", "inproc"; procs
+are separate processes) and Meta's internal `MetaTls*` transports cannot work here. Their words
+are refused with a ValueError saying what to use (Meta's Monarch refuses the words too); their
+members are kept and read back by the `default_transport` key (as on Meta's Monarch, where code
+sets and reads them on machines that cannot use them) and refused when the runtime would listen
+(`check_usable`); `enable_transport` refuses them at once.
 """
 
 from __future__ import annotations
 
 import enum
 
-__all__ = ["ChannelTransport", "parse_transport"]
+__all__ = ["ChannelTransport", "check_usable", "parse_transport"]
 
 
 class ChannelTransport(enum.Enum):
@@ -97,15 +100,25 @@ def _check_address(value: str, rest: str) -> None:
         raise _invalid(value, f"port {port!r} is not a number between 0 and 65535")
 
 
-def parse_transport(value: ChannelTransport | str) -> ChannelTransport | str:
+def check_usable(value: object) -> None:
+    """Raise ValueError saying what to use when `value` is a transport that cannot work here."""
+    if isinstance(value, ChannelTransport) and value in _REFUSED_MEMBERS:
+        raise _refused(value, _REFUSED_MEMBERS[value])
+
+
+def parse_transport(
+    value: ChannelTransport | str, *, usable_only: bool = True
+) -> ChannelTransport | str:
     """Return the member for a keyword, the address itself for "tcp://h:p", or raise ValueError.
 
     Keywords are matched case-insensitively after stripping whitespace; addresses are returned
-    stripped but otherwise untouched. Transports that cannot work here raise ValueError.
+    stripped but otherwise untouched. Transports that cannot work here raise ValueError; their
+    members pass when `usable_only` is False (the config key keeps them; `check_usable` refuses
+    them at use).
     """
     if isinstance(value, ChannelTransport):
-        if value in _REFUSED_MEMBERS:
-            raise _refused(value, _REFUSED_MEMBERS[value])
+        if usable_only:
+            check_usable(value)
         return value
     if not isinstance(value, str):
         raise TypeError(

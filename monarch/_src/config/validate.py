@@ -100,7 +100,7 @@ def _check_kind(key: ConfigKey, value: object) -> object:
             if not isinstance(value, (ChannelTransport, str)):
                 raise _wrong_type(key, value)
             try:
-                return parse_transport(value)
+                return parse_transport(value, usable_only=False)
             except ValueError as exc:
                 raise ValueError(f"Config key {key.name!r}: {exc}") from exc
         case Kind.SLICE:

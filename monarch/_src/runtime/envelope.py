@@ -25,6 +25,7 @@ import pickle
 from typing import Any, NamedTuple
 
 from monarch._src.config import get as config_get
+from monarch._src.supervision.errors import MessageTooLargeError
 from monarch._src.transport import serialization
 
 __all__ = [
@@ -132,13 +133,14 @@ def as_record(env: tuple[Any, ...]) -> Envelope:
 
 def encode(obj: Any) -> Payload:
     """Serialize `obj` for an envelope; raises the pickling error at the call site, and
-    `ValueError` for a message over `codec_max_frame_length` (no receiver would accept it)."""
+    `MessageTooLargeError` (a SupervisionError and a ValueError) for a message over
+    `codec_max_frame_length` (no receiver would accept it)."""
     data, buffers = serialization.dumps(obj)
     if buffers:
         size = serialization.frames_nbytes(data, buffers)
         limit = config_get("codec_max_frame_length")
         if size > limit:
-            raise ValueError(
+            raise MessageTooLargeError(
                 f"A message of {size} bytes is over codec_max_frame_length ({limit} bytes). "
                 "Send it in parts, or raise the limit with "
                 "monarch.configure(codec_max_frame_length=...)."

@@ -106,9 +106,10 @@ def _listen_address() -> str | None:
     """An explicit `default_transport` address; for `TcpWithHostname` this machine's routable
     address; else None: the transport picks tcp or tls on loopback."""
     # config is stdlib-only and cheap
-    from monarch._src.config import ChannelTransport, get as config_get
+    from monarch._src.config import ChannelTransport, check_usable, get as config_get
 
     transport = config_get("default_transport")
+    check_usable(transport)
     if isinstance(transport, str) and "://" in transport:
         return transport
     if transport is ChannelTransport.TcpWithHostname:

@@ -18,6 +18,7 @@ __all__ = [
     "ActorError",
     "FailureReport",
     "MeshFailure",
+    "MessageTooLargeError",
     "MonarchError",
     "SupervisionError",
     "TransportError",
@@ -103,6 +104,18 @@ class SupervisionError(RuntimeError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (SupervisionError, (self.report, self.endpoint))
+
+
+class MessageTooLargeError(SupervisionError, ValueError):
+    """A message over `codec_max_frame_length`, refused at the sender: no receiver would take
+    it. A SupervisionError, as on Meta's Monarch (where the call fails that way), and a
+    ValueError (it is the argument that is wrong)."""
+
+    def __init__(self, report: str, endpoint: str | None = None) -> None:
+        super().__init__(report, endpoint)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MessageTooLargeError, (self.report, self.endpoint))
 
 
 # What follows the actor's display in a failure report, before the indented reason.
