@@ -19,6 +19,8 @@ Modules, from the bottom up:
   writes its exports (timing keys, estimated timing, DAG trace, tables, memory snapshot).
 * `profiling.py`: one operator's time by name and input shapes, measured on a GPU or estimated
   from a device profile.
+* `task.py`: torchmonarch's event-driven task states and per-worker task manager (a vocabulary
+  for simulations run one event at a time; `model.py` needs none of it).
 * `backend.py`: the simulated engine behind a `DeviceMesh` (the tensor engine's backend seam).
 * `interface.py`: `Simulator`, `SimulatorInterface`, the mode enums and `set_meta`.
 """
