@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -377,3 +378,48 @@ def test_controller_failed_spawn_raises_actor_error_wrapping_the_spawn_error(
     if isinstance(name, str):
         controller = get_or_spawn_controller(name, Holder, 4).get(timeout=TIMEOUT)
         assert controller.value.call_one().get(timeout=TIMEOUT) == 4
+
+
+# -- proc-mesh spawn callbacks, and where the client's context comes from -------------------
+
+
+def test_spawn_callbacks_see_each_new_proc_mesh_until_unregistered() -> None:
+    from monarch._src.actor.proc_mesh import (
+        register_proc_mesh_spawn_callback,
+        unregister_proc_mesh_spawn_callback,
+    )
+    from monarch.actor import this_host
+
+    first: list[Any] = []
+    second: list[Any] = []
+    register_proc_mesh_spawn_callback(first.append)
+    register_proc_mesh_spawn_callback(second.append)
+    try:
+        pm = this_host().spawn_procs(per_host={"procs": 1}, name="watched")
+        assert first == [pm] and second == [pm]
+    finally:
+        unregister_proc_mesh_spawn_callback(first.append)
+        unregister_proc_mesh_spawn_callback(second.append)
+    later = this_host().spawn_procs(per_host={"procs": 1})
+    assert first == [pm]
+    with pytest.raises(ValueError, match="is not registered"):
+        unregister_proc_mesh_spawn_callback(first.append)
+    with pytest.raises(TypeError, match="a callable of one ProcMesh"):
+        register_proc_mesh_spawn_callback(42)  # type: ignore[arg-type]
+    for mesh in (pm, later):
+        mesh.stop().get(timeout=60)
+
+
+def test_client_context_outside_actors_comes_from_the_client_context_maker() -> None:
+    from unittest import mock
+
+    from monarch._src.actor.actor_mesh import _client_context, context
+
+    with mock.patch.object(_client_context, "get", wraps=_client_context.get) as get:
+        threads = [threading.Thread(target=context) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert get.call_count == 8
+    assert context().actor_instance.name == "root"

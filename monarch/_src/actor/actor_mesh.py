@@ -5,7 +5,7 @@ import-time effects, as on Monarch); the three it does not export come from thei
 """
 
 from monarch._src.mesh.actor_mesh import ActorMesh
-from monarch._src.mesh.context import Instance
+from monarch._src.mesh.context import Instance, client_context
 from monarch._src.mesh.port import RankedPortReceiver
 from monarch._src.mesh.unsupported import attach
 from monarch.actor import (
@@ -30,20 +30,8 @@ from monarch.actor import (
 IN_PAR = False
 
 
-class _ClientContext:
-    """torchmonarch's `_client_context`: the root client's `Context`, made on first `get()`
-    (which starts the runtime), and `try_get()`, which never starts anything."""
-
-    def get(self) -> Context:
-        return context()
-
-    def try_get(self) -> Context | None:
-        from monarch._src.lowlevel import runtime_if_started
-
-        return context() if runtime_if_started() is not None else None
-
-
-_client_context = _ClientContext()
+# torchmonarch's name for the root client's context maker, which `context()` asks.
+_client_context = client_context
 
 __all__ = [
     "IN_PAR",

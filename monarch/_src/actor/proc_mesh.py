@@ -1,8 +1,8 @@
 """torchmonarch's `monarch._src.actor.proc_mesh`: `ProcMesh` and controllers.
 
 `HyProcMesh` is the Rust-side mesh name (`monarch._rust_bindings...proc_mesh.ProcMesh`), which
-has no counterpart here. Spawn callbacks are not offered: registering one raises, rather than
-accept a callback that would never be called.
+has no counterpart here. A registered spawn callback is called with each proc mesh
+`HostMesh.spawn_procs` makes, before it is returned.
 """
 
 from collections.abc import Callable
@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import monarch.actor  # noqa: F401  (the facade's import-time effects, as on Monarch)
 from monarch._rust_bindings.monarch_hyperactor.proc_mesh import ProcMesh as HyProcMesh
 from monarch._src.mesh.controller import get_or_spawn_controller
+from monarch._src.mesh.host_mesh import PROC_MESH_SPAWN_CALLBACKS
 from monarch._src.mesh.proc_mesh import ProcMesh
 
 if TYPE_CHECKING:
@@ -36,15 +37,23 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-_NO_CALLBACKS = (
-    "Proc-mesh spawn callbacks are not supported here. Call your hook on the mesh that "
-    "spawn_procs() returns instead."
-)
-
-
 def register_proc_mesh_spawn_callback(callback: Callable[[ProcMesh], None]) -> None:
-    raise NotImplementedError(_NO_CALLBACKS)
+    """Call `callback(proc_mesh)` with every proc mesh spawned from now on (in this process),
+    before `spawn_procs` returns it; an exception it raises fails that `spawn_procs`."""
+    if not callable(callback):
+        raise TypeError(
+            f"register_proc_mesh_spawn_callback takes a callable of one ProcMesh, got "
+            f"{type(callback).__name__}."
+        )
+    PROC_MESH_SPAWN_CALLBACKS.append(callback)
 
 
 def unregister_proc_mesh_spawn_callback(callback: Callable[[ProcMesh], None]) -> None:
-    raise NotImplementedError(_NO_CALLBACKS)
+    """Stop calling `callback`; ValueError when it is not registered."""
+    try:
+        PROC_MESH_SPAWN_CALLBACKS.remove(callback)
+    except ValueError:
+        raise ValueError(
+            f"unregister_proc_mesh_spawn_callback: {callback!r} is not registered (register it "
+            "with register_proc_mesh_spawn_callback first)."
+        ) from None

@@ -220,9 +220,27 @@ def set_message_rank(rank: Point | None) -> contextvars.Token[Point | None]:
     return _message_rank.set(rank)
 
 
+class ClientContext:
+    """The root client's `Context` (torchmonarch's `_client_context`): `get()` makes it on first
+    use (which starts the runtime); `try_get()` never starts anything. `context()` outside any
+    actor asks it, so there is one place the client's context comes from."""
+
+    def get(self) -> Context:
+        return Context(_root_instance())
+
+    def try_get(self) -> Context | None:
+        from monarch._src.runtime.runtime import runtime_if_started
+
+        return self.get() if runtime_if_started() is not None else None
+
+
+client_context = ClientContext()
+
+
 def context() -> Context:
     """The running actor's context, or the root client's outside any actor."""
-    return Context(current_instance())
+    inst: Instance | None = getattr(_tls, "instance", None)
+    return Context(inst) if inst is not None else client_context.get()
 
 
 def check_cancelled() -> None:

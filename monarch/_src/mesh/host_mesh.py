@@ -39,6 +39,11 @@ class StartupThenBootstrap:
         return None if self.bootstrap is None else self.bootstrap()
 
 
+# Called with every proc mesh `spawn_procs` makes, in registration order, before it is
+# returned (torchmonarch's `register_proc_mesh_spawn_callback`: monitoring, telemetry).
+PROC_MESH_SPAWN_CALLBACKS: list[Callable[[ProcMesh], None]] = []
+
+
 class HostMesh(MeshTrait):
     """A mesh of hosts. `spawn_procs` starts procs on each; `this_host()` is this machine."""
 
@@ -141,6 +146,8 @@ class HostMesh(MeshTrait):
         owner.owned_meshes.append(pm)
         table.mesh_key = mesh_id(pm)
         tree.add(table.mesh_key, table.name, owner_key(owner.actor_key), len(shape), actors=False)
+        for callback in list(PROC_MESH_SPAWN_CALLBACKS):
+            callback(pm)
         return pm
 
     def with_python_executable(self, python_executable: str) -> HostMesh:
