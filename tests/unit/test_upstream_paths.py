@@ -185,15 +185,22 @@ def test_actor_addr_and_port_id_text_round_trip_equal() -> None:
     from monarch._rust_bindings.monarch_hyperactor.proc import ActorAddr
 
     addr = ActorAddr(addr="tcp://127.0.0.1:5", proc_name="p", actor_name="a")
+    assert str(addr) == "a.p@tcp://127.0.0.1:5"  # Monarch's actor id text
+    assert ActorAddr(addr="tcp:127.0.0.1:5", proc_name="p", actor_name="a") == addr
+    assert str(ActorAddr(addr="unix:/tmp/s", proc_name="p", actor_name="a")) == "a.p@ipc:///tmp/s"
+    assert ActorAddr.from_string("a.p@inproc://0").addr == "local:0"
     assert ActorAddr.from_string(str(addr)) == addr
     assert hash(addr) == hash(ActorAddr.from_string(str(addr)))
     port = PortId(actor_id=addr, port=3)
+    assert repr(port) == "a.p:3@tcp://127.0.0.1:5"
     assert PortId.from_string(repr(port)) == port and port.index == 3
     assert pickle.loads(pickle.dumps(port)) == port
     with pytest.raises(NotImplementedError, match="monarch.actor.Port"):
         PortRef(port).send(None, None)
-    with pytest.raises(ValueError, match="addr,proc_name,actor_name"):
+    with pytest.raises(ValueError, match="actor.proc@scheme://address"):
         ActorAddr.from_string("nonsense")
+    with pytest.raises(ValueError, match="must be non-empty, without '.'"):
+        ActorAddr.from_string("a.b.c@tcp://1.2.3.4:5")
 
 
 def test_python_message_kinds_compare_by_value() -> None:

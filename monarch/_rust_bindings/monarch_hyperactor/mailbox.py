@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from monarch._rust_bindings.monarch_hyperactor.proc import ActorAddr
+from monarch._rust_bindings.monarch_hyperactor.proc import ActorAddr, location_of
 from monarch._src.mesh.hosted import UndeliverableMessage
 from monarch._src.mesh.port import PortReceiver
 
@@ -44,16 +44,19 @@ class PortId:
 
     @staticmethod
     def from_string(port_id_str: str) -> PortId:
-        """Parse the `actor[index]` form `repr()` prints."""
-        actor, sep, rest = port_id_str.rpartition("[")
-        if not sep or not rest.endswith("]") or not rest[:-1].isdigit():
+        """Parse the `actor.proc:index@scheme://address` form `repr()` prints."""
+        ids, sep, location = port_id_str.partition("@")
+        actor, colon, index = ids.rpartition(":")
+        if not sep or not colon or not index.isdigit():
             raise ValueError(
-                f"Invalid port id {port_id_str!r}. Expected the form 'addr,proc,actor[index]'."
+                f"Invalid port id {port_id_str!r}. Expected the form "
+                "'actor.proc:index@scheme://address'."
             )
-        return PortId(actor_id=ActorAddr.from_string(actor), port=int(rest[:-1]))
+        return PortId(actor_id=ActorAddr.from_string(f"{actor}@{location}"), port=int(index))
 
     def __repr__(self) -> str:
-        return f"{self._actor_id}[{self._port}]"
+        actor = self._actor_id
+        return f"{actor.actor_name}.{actor.proc_name}:{self._port}@{location_of(actor.addr)}"
 
     def __hash__(self) -> int:
         return hash((self._actor_id, self._port))

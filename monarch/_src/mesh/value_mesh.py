@@ -69,7 +69,8 @@ class ValueMesh(MeshTrait, Generic[R]):
 
     @classmethod
     def from_indexed(cls, shape: Shape, pairs: Iterable[tuple[int, R]]) -> ValueMesh[R]:
-        """Build from `(local rank, value)` pairs in any order; every rank needs exactly one."""
+        """Build from `(local rank, value)` pairs in any order; every rank needs a value, and a
+        rank given twice keeps its last value (as on Monarch)."""
         values: dict[int, R] = {}
         for rank, value in pairs:
             index = operator.index(rank)
@@ -78,14 +79,14 @@ class ValueMesh(MeshTrait, Generic[R]):
                     f"ValueMesh.from_indexed got rank {index}, outside the {len(shape)} ranks "
                     f"of {shape}."
                 )
-            if index in values:
-                raise ValueError(f"ValueMesh.from_indexed got rank {index} twice.")
             values[index] = value
-        missing = [rank for rank in range(len(shape)) if rank not in values]
-        if missing:
+        if len(values) != len(shape):
+            missing = [rank for rank in range(len(shape)) if rank not in values]
+            # Monarch's words first ("expected N ranks, but contains M ranks"), then which.
             raise ValueError(
-                f"ValueMesh.from_indexed has no value for ranks {missing} of {shape}; "
-                "pass one pair per rank."
+                f"invalid value mesh: expected {len(shape)} ranks, but contains {len(values)} "
+                f"ranks: ValueMesh.from_indexed has no value for ranks {missing} of {shape}; "
+                "pass a pair for every rank."
             )
         return cls(shape, [values[rank] for rank in range(len(shape))])
 
