@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from monarch.simulator.communication_model import NetworkConfig
+    from monarch._src.simulator.communication import NetworkConfig
 
 __all__ = [
     "BorrowInfo",

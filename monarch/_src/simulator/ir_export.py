@@ -35,7 +35,7 @@ from monarch._src.simulator.ir import (
 )
 
 if TYPE_CHECKING:
-    from monarch.simulator.communication_model import NetworkConfig
+    from monarch._src.simulator.communication import NetworkConfig
 
 __all__ = [
     "export_command_types",
@@ -162,7 +162,7 @@ def export_command_types(ir: IRGraph, output_file: str, include_timing: bool = F
     entries = _catalogue(ir)
     output: dict[str, Any] = {"command_types": list(entries.values())}
     if include_timing:
-        from monarch.simulator.communication_model import (
+        from monarch._src.simulator.communication import (
             NetworkConfig,
             estimate_collective_time_us,
             estimate_send_time_us,
