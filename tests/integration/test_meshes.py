@@ -423,3 +423,27 @@ def test_client_context_outside_actors_comes_from_the_client_context_maker() -> 
             thread.join()
     assert get.call_count == 8
     assert context().actor_instance.name == "root"
+
+
+class ClientContextProbe(Actor):
+    @endpoint
+    def client_context_made(self, port: Any) -> bool:
+        from monarch._src.actor.actor_mesh import _client_context
+
+        port.send(1)  # a port received and used here binds to this actor, not a client
+        return _client_context._val is not None
+
+
+def test_actors_never_make_a_client_context_in_their_proc() -> None:
+    from monarch._src.actor.actor_mesh import _client_context
+    from monarch.actor import Channel, this_host
+
+    pm = this_host().spawn_procs(per_host={"procs": 1})
+    try:
+        probe = pm.spawn("probe", ClientContextProbe)
+        send, recv = Channel[int].open()
+        assert probe.client_context_made.call_one(send).get(timeout=60) is False
+        assert recv.recv().get(timeout=60) == 1
+        assert _client_context._val is not None  # the client's own, made by now
+    finally:
+        pm.stop().get(timeout=60)

@@ -233,6 +233,12 @@ class ClientContext:
 
         return self.get() if runtime_if_started() is not None else None
 
+    @property
+    def _val(self) -> Context | None:
+        """The root client's context if this process has made it, else None (torchmonarch's
+        cell): a proc's actors never make it, whatever they receive."""
+        return None if _root is None else Context(_root)
+
 
 client_context = ClientContext()
 
