@@ -6,12 +6,14 @@ it: `monarch._src.wiring.controller` in a client, `monarch._src.wiring.proc` in 
 
 * `breakpoint()` on an actor's thread stops that actor under an `ActorPdb`; anywhere else (the
   user's own script, a thread of their own) the hook that was installed before runs, so a
-  script's breakpoint still opens the ordinary pdb.
+  script's breakpoint still opens the ordinary pdb. From the first such stop on, the mesh tells
+  the debugger when an endpoint returns (`hosted.endpoint_done_hook`: the call's session ends)
+  or raises (`hosted.endpoint_error_hook`: a call that stopped is debugged post-mortem).
 * `debug_input(sid, line)`: a debugger command for a paused actor of this process.
 * `debug_mode(post_mortem)`: switch post-mortem debugging of endpoint exceptions on or off here.
   Procs started while it is on see `MONARCH_DEBUG_POST_MORTEM=1` in their environment.
 * `debug_register`, `debug_output`, `debug_end`: sessions reporting to the root client's
-  `DebugController` (only the root receives these).
+  `DebugController` actor (only the root receives these; `controller.deliver` hands them over).
 """
 
 from __future__ import annotations
@@ -43,8 +45,26 @@ def _breakpoint_hook(*args: Any, **kwargs: Any) -> Any:
         return hook(*args, **kwargs)
     from monarch._src.debug import actor_pdb  # pdb is loaded only when an actor pauses
 
+    global _stopped
+    _stopped = True
+    hosted.endpoint_done_hook = _call_done_hook
+    hosted.endpoint_error_hook = _post_mortem_hook
     actor_pdb.set_trace(rt, actor, sys._getframe(1))
     return None
+
+
+_post_mortem_all = False  # every endpoint exception is debugged (set_post_mortem)
+_stopped = False  # an actor of this process stopped in the debugger at least once
+
+
+def _call_done_hook(actor: Any) -> None:
+    actor_pdb = sys.modules.get("monarch._src.debug.actor_pdb")
+    if actor_pdb is None:
+        return
+    try:
+        actor_pdb.end_call()
+    except Exception:  # the debugger must never change the endpoint's outcome
+        logger.exception("monarch: ending the debug session of %s failed", actor.display)
 
 
 def _post_mortem_hook(actor: Any, method: str, exc: BaseException) -> None:
@@ -54,14 +74,18 @@ def _post_mortem_hook(actor: Any, method: str, exc: BaseException) -> None:
     try:
         from monarch._src.debug import actor_pdb
 
-        actor_pdb.post_mortem(rt, actor, method, exc)
+        if _post_mortem_all or actor_pdb.current_debugger() is not None:
+            actor_pdb.post_mortem(rt, actor, method, exc)
     except Exception:  # the debugger must never change the endpoint's outcome
         logger.exception("monarch: post-mortem debugging of %s failed", method)
 
 
 def set_local_post_mortem(enabled: bool) -> None:
-    """Switch post-mortem debugging of endpoint exceptions in this process on or off."""
-    hosted.endpoint_error_hook = _post_mortem_hook if enabled else None
+    """Switch post-mortem debugging of every endpoint exception in this process on or off (an
+    endpoint call that stopped in the debugger is debugged post-mortem either way)."""
+    global _post_mortem_all
+    _post_mortem_all = enabled
+    hosted.endpoint_error_hook = _post_mortem_hook if enabled or _stopped else None
 
 
 def install_debug_agent(rt: Runtime) -> None:
@@ -80,20 +104,20 @@ def install_debug_agent(rt: Runtime) -> None:
         if reply is not None:
             mailbox.reply(reply, None)
 
-    def to_controller(name: str) -> Callable[[str, tuple[Any, ...], Any], None]:
+    def to_controller(method: str) -> Callable[[str, tuple[Any, ...], Any], None]:
         def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-            from monarch._src.debug.controller import debug_controller_here
+            from monarch._src.debug.controller import deliver
 
-            getattr(debug_controller_here(), name)(*args)
+            deliver(method, *args)
 
         return handler
 
     mailbox.control.update(
         debug_input=debug_input,
         debug_mode=debug_mode,
-        debug_register=to_controller("_register"),
-        debug_output=to_controller("_output"),
-        debug_end=to_controller("_end"),
+        debug_register=to_controller("_on_register"),
+        debug_output=to_controller("_on_output"),
+        debug_end=to_controller("_on_end"),
     )
     if sys.breakpointhook is not _breakpoint_hook:
         _previous_hook = sys.breakpointhook

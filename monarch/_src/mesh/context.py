@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from monarch._src.mesh.proc_mesh import ProcMesh
 
 __all__ = [
+    "ActorId",
     "Context",
     "Instance",
     "check_cancelled",
@@ -56,6 +57,21 @@ class CreatorInfo:
         return self.display  # torchmonarch shows the creator's actor name, e.g. `<root>`
 
 
+class ActorId(str):
+    """An actor's id as `Instance.actor_id` gives it: its display name (this string) and
+    `actor_name`, the spawn name of its actor mesh (torchmonarch's `ActorAddr.actor_name`)."""
+
+    actor_name: str
+
+    def __new__(cls, display: str, actor_name: str) -> ActorId:
+        self = super().__new__(cls, display)
+        self.actor_name = actor_name
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (ActorId, (str(self), self.actor_name))
+
+
 class Instance:
     """The running actor, as seen from inside it (`context().actor_instance`)."""
 
@@ -83,8 +99,10 @@ class Instance:
         self.owned_meshes: list[Any] = []  # meshes this actor spawned and owns, in spawn order
 
     @property
-    def actor_id(self) -> str:
-        return self._display
+    def actor_id(self) -> ActorId:
+        """This actor's display name (a string), with torchmonarch's `actor_name`: the name its
+        mesh was spawned under."""
+        return ActorId(self._display, self.name)
 
     @property
     def _children(self) -> list[Any] | None:

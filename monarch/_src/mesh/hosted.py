@@ -78,10 +78,15 @@ _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
 
-# Set by the debugger (`monarch._src.debug`) while post-mortem debugging is on: called on the
-# actor's thread with (actor, method, exception) when an endpoint raised, before the outcome is
-# sent; it may block the actor (a pdb session). None keeps dispatch free of any debugging cost.
+# Set by the debugger (`monarch._src.debug`) once an actor of this process stopped in it, or while
+# post-mortem debugging is on: called on the actor's thread with (actor, method, exception) when an
+# endpoint raised, before the outcome is sent; it may block the actor (a post-mortem pdb session).
+# None keeps dispatch free of any debugging cost.
 endpoint_error_hook: Callable[[HostedActor, str, BaseException], None] | None = None
+# Set by the debugger once an actor of this process stopped in it: called on the actor's thread
+# with the actor when an endpoint returned, before its value is sent (the call's debug session
+# ends there).
+endpoint_done_hook: Callable[[HostedActor], None] | None = None
 
 
 def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
@@ -331,6 +336,8 @@ class HostedActor:
         try:
             try:
                 result = call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
+                if endpoint_done_hook is not None:
+                    endpoint_done_hook(self)
             finally:
                 cancellation.end_sync(env)
         except Exception as exc:
@@ -356,6 +363,8 @@ class HostedActor:
     ) -> None:
         try:
             result = await fn(*args, **kwargs)
+            if endpoint_done_hook is not None:
+                endpoint_done_hook(self)
         except Exception as exc:
             self.cancellation.cancelled.discard(call.reply)
             self._outcome_error(method, exc, reply, rank, explicit)
