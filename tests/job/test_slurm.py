@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 
@@ -47,8 +48,10 @@ def test_sbatch_script_carries_the_contract_options() -> None:
                  "#SBATCH --qos=high", "#SBATCH --constraint=a100",
                  "#SBATCH --output=/logs/slurm-%j.out"):
         assert line in script.splitlines(), line
-    assert "/opt/py/bin/python -m monarch._src.job.worker_main" in script
-    assert "$((30000 + SLURM_LOCALID))" in script
+    srun = [line for line in script.splitlines() if line.startswith("srun ")]
+    assert len(srun) == 1 and "/opt/py/bin/python -c" in srun[0]
+    assert "run_worker_loop_forever" in srun[0] and "30000 + int(os.environ.get" in srun[0]
+    assert "MONARCH_BATCH_JOB" not in script and "_slurm_batch" not in script
     assert job.worker_addresses(["n1", "n2"]) == [
         "tcp://n1:30000", "tcp://n1:30001", "tcp://n2:30000", "tcp://n2:30001"]
 
@@ -56,6 +59,8 @@ def test_sbatch_script_carries_the_contract_options() -> None:
 def test_slurm_job_bad_arguments_are_clear() -> None:
     with pytest.raises(NotImplementedError, match="login node"):
         SlurmJob({"a": 1}, out_of_cluster=True)
+    with pytest.raises(NotImplementedError, match="id of a running Slurm job"):
+        SlurmJob({"a": 1}, attach_to="tcp://gateway:22222")
     with pytest.raises(TypeError, match="not a string"):
         SlurmJob({"a": 1}, slurm_args="--qos=x")
 
@@ -86,11 +91,12 @@ def test_slurm_job_runs_workers_in_the_allocation(slurm, tmp_path, monkeypatch) 
                    exclusive=False, log_dir=str(tmp_path / "logs"),
                    monarch_port=_two_free_ports(), job_start_timeout=60)
     state = job.state()
+    job_id = job.job_id
     try:
-        assert job.job_id is not None and state.workers.sizes == {"hosts": 2}
+        assert job_id is not None and state.workers.sizes == {"hosts": 2}
         procs = state.workers.spawn_procs(per_host={"gpus": 1})
         where = procs.spawn("host", Host).where.call().get(timeout=TIMEOUT)
-        assert {w for _, w in where.items()} == {(slurm.node, job.job_id)}
+        assert {w for _, w in where.items()} == {(slurm.node, job_id)}
         procs.stop().get(timeout=TIMEOUT)
         assert job.can_run(SlurmJob({"workers": 2}, python_exe=sys.executable,
                                     ntasks_per_node=2, exclusive=False,
@@ -98,18 +104,27 @@ def test_slurm_job_runs_workers_in_the_allocation(slurm, tmp_path, monkeypatch) 
                                     monarch_port=job._port, job_start_timeout=60))
     finally:
         job.kill()
-    assert job._job_state() in ("GONE", "CANCELLED", "COMPLETING")
+    assert job.job_id is None and not job.active
+    assert job._job_state(job_id) in ("GONE", "CANCELLED", "COMPLETING")
 
 
-def test_batch_sbatch_script_runs_the_client_after_starting_the_workers(tmp_path) -> None:
+def test_batch_sbatch_script_runs_the_client_through_the_runner(tmp_path) -> None:
     job = SlurmJob({"a": 2}, python_exe="/opt/py/bin/python", monarch_port=30000)
     lines = job.sbatch_script(client_script="train.py").splitlines()
-    srun = [i for i, line in enumerate(lines) if line.startswith("srun ")]
-    client = lines.index(f"MONARCH_BATCH_JOB=1 /opt/py/bin/python {os.path.abspath('train.py')}")
-    assert len(srun) == 1 and lines[srun[0]].endswith(" &") and srun[0] < client
-    assert lines[-1] == "exit $status"
+    # a script path runs with python_exe; the runner starts and ends the workers
+    client = shlex.quote(f"/opt/py/bin/python {os.path.abspath('train.py')}")
+    assert lines[-1] == ("exec /opt/py/bin/python -m monarch._src.job._slurm_batch --port 30000 "
+                         f"{client}")
+    assert not any(line.startswith("srun") for line in lines)
+    # anything else is a command line, run as given (torchmonarch's form)
+    command = "/opt/py/bin/python -m my.train --lr 0.1"
+    assert job.sbatch_script(command).splitlines()[-1].endswith(shlex.quote(command))
     with pytest.raises(FileNotFoundError, match="does not exist"):
         SlurmJob({"a": 1}).apply(str(tmp_path / "missing.py"))
+    with pytest.raises(ValueError, match="is empty"):
+        SlurmJob({"a": 1}).apply("  ")
+    with pytest.raises(ValueError, match="cannot run a batch client"):
+        SlurmJob({"a": 1}, attach_to=5).apply("python -m x")
 
 
 SLURM_CLIENT = """\
@@ -156,13 +171,14 @@ def test_add_mesh_bind_to_and_share_node() -> None:
     job = SlurmJob({"a": 1}, bind_to="0.0.0.0")
     job.add_mesh("b", 2)
     assert job.nodes == 3 and "#SBATCH --nodes=3" in job.sbatch_script().splitlines()
-    assert "tcp://0.0.0.0:$((22222 + SLURM_LOCALID))" in job.sbatch_script()
-    assert "[::]:" in SlurmJob({"a": 1}, bind_to="::").sbatch_script()
+    assert "tcp://0.0.0.0:{port}" in job.sbatch_script()
+    assert "tcp://[::]:{port}" in SlurmJob({"a": 1}, bind_to="::").sbatch_script()
+    assert "--bind-to :: " in SlurmJob({"a": 1}, bind_to="::").sbatch_script("train.py")
     with pytest.raises(ValueError, match="bind_to must be an IPv4 or IPv6 address without a port"):
         SlurmJob({"a": 1}, bind_to="10.0.0.1:80")
     with pytest.raises(ValueError, match="positive host count"):
         job.add_mesh("c", 0)
-    job._job_id = "7"
+    job._slurm_job_id = "7"
     with pytest.raises(RuntimeError, match="after the job was submitted"):
         job.add_mesh("d", 1)
     import importlib.util

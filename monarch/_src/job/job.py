@@ -208,6 +208,7 @@ _MONARCH_PATH_NAMES = {
     "ProcessState": "monarch._src.job.login",
     "exec_command": "monarch._src.job.exec",
     "BashActor": "monarch._src.job.exec",
+    "attach": "monarch._src.mesh.unsupported",  # monarch.actor.attach (no client gateways here)
 }
 
 

@@ -2,16 +2,23 @@
 
 `apply()` submits a batch script with `sbatch`: `srun` starts `ntasks_per_node` workers on each
 node, task `i` of a node listening on `tcp://<node>:<monarch_port + i>`. `state()` waits until
-`squeue` reports the job running, expands its node list with `scontrol show hostnames`, waits
-for the workers to listen and attaches with `attach_to_workers`; nodes are handed to the meshes
-in order. `kill()` is `scancel`. Batch mode (`apply("client.py")`) runs the client inside the
-allocation too (see `_create`). The Slurm commands go through `SlurmJob._slurm` so tests can
-see exactly what runs.
+`squeue --json` reports the job running and names its nodes, and attaches with
+`attach_to_workers`; nodes are handed to the meshes in order. Each worker is given as a target
+that resolves once the worker listens (failing early if the job ends), so a slow worker start
+is waited for within `host_spawn_ready_timeout`. `kill()` is `scancel`.
+
+Batch mode (`apply(client_script)`): the script's body is `_slurm_batch`, which starts the
+workers, runs the client inside the allocation with `MONARCH_BATCH_JOB=1` and ends the workers
+when it exits. The client's `job.state()` finds the job cached as a `BatchJob` and takes the
+job id from `$SLURM_JOB_ID`; its `kill()` does not `scancel` (the runner ends the allocation).
+
+Slurm's commands run through `subprocess.run` of this module (tests replace it).
 """
 
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import shlex
 import socket
@@ -21,6 +28,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from monarch._src.hosts.remote import attach_to_workers
+from monarch._src.job._slurm_batch import in_batch_job, worker_bootstrap
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import DEFAULT_JOB_PATH, JobTrait
 from monarch._src.job.local import BatchJob, check_client_script
@@ -34,15 +43,20 @@ __all__ = ["SlurmJob"]
 _DEFAULT_START_TIMEOUT = 600.0
 # Bound on each Slurm command.
 _COMMAND_TIMEOUT = 60.0
+# Seconds between two `squeue` polls while the job is pending.
+_POLL_INTERVAL = 0.5
+# States after which a job no longer runs (squeue keeps finished jobs for a while).
+_ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "COMPLETING", "DEADLINE", "FAILED",
+                    "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "TIMEOUT", "GONE"})
 
 
 class SlurmJob(JobTrait):
     """Host meshes from one Slurm allocation: `SlurmJob({"trainers": 4}, partition="gpu")`.
 
-    Each mesh gets `count` nodes; with `ntasks_per_node > 1` every node is that many hosts (one
+    Each mesh gets `count` hosts; with `ntasks_per_node > 1` every node is that many hosts (one
     worker per task, consecutive ports), so `{"trainers": 2}` with `ntasks_per_node=2` fits one
-    node. `slurm_args` are extra `#SBATCH` options; `attach_to` reuses a running Slurm job id
-    instead of submitting.
+    node. `slurm_args` are extra `#SBATCH` options; `attach_to` reuses a running Slurm job (its
+    id) instead of submitting.
     """
 
     def __init__(
@@ -69,10 +83,11 @@ class SlurmJob(JobTrait):
     ) -> None:
         super().__init__()
         self._meshes = check_meshes("SlurmJob", meshes)
-        if out_of_cluster:
+        if out_of_cluster or (isinstance(attach_to, str) and "://" in attach_to):
             raise NotImplementedError(
-                "SlurmJob(out_of_cluster=True) is not available: the client must run where it "
-                "can reach the compute nodes (a login node)."
+                "SlurmJob cannot attach through a gateway worker (out_of_cluster=True or "
+                f"attach_to={attach_to!r}): the client must run where it can reach the compute "
+                "nodes (a login node). attach_to takes the id of a running Slurm job."
             )
         if ntasks_per_node < 1:
             raise ValueError(f"SlurmJob ntasks_per_node must be >= 1, got {ntasks_per_node}.")
@@ -97,19 +112,20 @@ class SlurmJob(JobTrait):
         self._start_timeout = job_start_timeout or _DEFAULT_START_TIMEOUT
         self._account = account
         self._qos = qos
-        self._job_id: str | None = str(attach_to) if attach_to is not None else None
+        # The Slurm job id once submitted (or given by attach_to).
+        self._slurm_job_id: str | None = str(attach_to) if attach_to is not None else None
         self._attached = attach_to is not None
         self._init_live()
 
     def _init_live(self) -> None:
         self._live_hosts: dict[str, Any] = {}  # HostMeshes attached in this process
 
-    # -- the seam to Slurm -----------------------------------------------------------------------
+    # -- Slurm's commands --------------------------------------------------------------------
 
-    def _slurm(self, argv: list[str], stdin: str | None = None) -> str:
+    def _slurm(self, argv: list[str]) -> str:
         """Run one Slurm command and return its stdout; a failure names the command."""
         try:
-            done = subprocess.run(argv, input=stdin, capture_output=True, text=True,
+            done = subprocess.run(argv, capture_output=True, text=True,
                                   timeout=_COMMAND_TIMEOUT, check=False)
         except FileNotFoundError:
             raise RuntimeError(
@@ -119,18 +135,90 @@ class SlurmJob(JobTrait):
         if done.returncode != 0:
             raise RuntimeError(
                 f"SlurmJob: {' '.join(argv)} failed with status {done.returncode}: "
-                f"{done.stderr.strip()}"
+                f"{(done.stderr or '').strip()}"
             )
-        return done.stdout
+        return str(done.stdout)
 
-    # -- spec -------------------------------------------------------------------------------------
+    def _submit_slurm_job(self, num_nodes: int, client_script: str | None = None) -> str:
+        """Submit the batch script for `num_nodes` nodes (running the client command line
+        `client_script` in batch mode); returns the job id."""
+        os.makedirs(self._logs(), exist_ok=True)
+        script = self._script(num_nodes, client_script)
+        try:
+            done = subprocess.run(["sbatch"], input=script, capture_output=True, text=True,
+                                  check=True, timeout=_COMMAND_TIMEOUT)
+        except FileNotFoundError:
+            raise RuntimeError(
+                "Failed to submit SLURM job: sbatch is not on PATH here. Run the client on a "
+                "Slurm login node."
+            ) from None
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(
+                f"Failed to submit SLURM job (sbatch exited {exc.returncode}): "
+                f"{(exc.stderr or '').strip()}"
+            ) from exc
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(
+                f"Failed to submit SLURM job: sbatch did not answer within {_COMMAND_TIMEOUT:g}s."
+            ) from None
+        for line in str(done.stdout).splitlines():
+            words = line.split()
+            if line.startswith("Submitted batch job") and words[-1].isdigit():
+                return words[-1]
+        raise RuntimeError(
+            f"SlurmJob could not parse job ID from sbatch's output {done.stdout!r} (expected "
+            "'Submitted batch job <id>')."
+        )
+
+    def _get_job_info_json(self, job_id: str) -> dict[str, Any] | None:
+        """squeue's record of the job (`squeue --json`), None once Slurm forgot it.
+
+        The fields read (`job_state`, the node names) differ between Slurm releases;
+        `_job_state_of` and `_node_names` read every form."""
+        try:
+            out = self._slurm(["squeue", "--job", job_id, "--json"])
+        except RuntimeError as exc:
+            if "Invalid job id" in str(exc):
+                return None
+            raise
+        jobs = json.loads(out).get("jobs", []) if out.strip() else []
+        if any("job_id" in j for j in jobs):  # some releases list every job, whatever --job
+            jobs = [j for j in jobs if str(j.get("job_id")) == job_id]
+        return dict(jobs[0]) if jobs else None
+
+    @staticmethod
+    def _job_state_of(info: dict[str, Any] | None) -> str:
+        """RUNNING, PENDING, ... of a job record (`GONE` for None)."""
+        if info is None:
+            return "GONE"
+        state = info.get("job_state", "")
+        if isinstance(state, list):  # Slurm 23.02 and later: a list of flags, the state first
+            return str(state[0]) if state else ""
+        return str(state)
+
+    def _node_names(self, info: dict[str, Any]) -> list[str]:
+        """The allocation's node names, in Slurm's order."""
+        resources = info.get("job_resources") or {}
+        nodes = resources.get("nodes")
+        if isinstance(nodes, dict) and nodes.get("allocation"):  # Slurm 24.05 and later
+            return [str(n["name"]) for n in nodes["allocation"]]
+        if resources.get("allocated_nodes"):  # Slurm 20.11 to 23.11
+            return [str(n["nodename"]) for n in resources["allocated_nodes"]]
+        nodelist = nodes if isinstance(nodes, str) else info.get("nodes", "")
+        return self._slurm(["scontrol", "show", "hostnames", str(nodelist)]).split()
+
+    def _job_state(self, job_id: str | None = None) -> str:
+        """The job's Slurm state (`GONE` once Slurm forgot it)."""
+        return self._job_state_of(self._get_job_info_json(job_id or self._require_id()))
+
+    # -- spec ---------------------------------------------------------------------------------
 
     def add_mesh(self, name: str, num_nodes: int) -> None:
         """Ask for one more mesh of `num_nodes` hosts (before `apply()`)."""
-        if self._job_id is not None:
+        if self._slurm_job_id is not None:
             raise RuntimeError(
-                f"SlurmJob.add_mesh({name!r}) after the job was submitted (job {self._job_id}); "
-                "kill() it and apply() again with the new mesh."
+                f"SlurmJob.add_mesh({name!r}) after the job was submitted (job "
+                f"{self._slurm_job_id}); kill() it and apply() again with the new mesh."
             )
         self._meshes.update(check_meshes("SlurmJob", {name: num_nodes}))
 
@@ -157,18 +245,39 @@ class SlurmJob(JobTrait):
     @property
     def job_id(self) -> str | None:
         """The Slurm job id once submitted (or the one attached to)."""
-        return self._job_id
+        return self._slurm_job_id
 
     def _logs(self) -> str:
         return self._log_dir or os.path.join(tempfile.gettempdir(), "monarch_slurm")
 
+    def _client_command(self, client_script: str, check: bool) -> str:
+        """The batch client's command line: a Python script's path (one word ending in `.py`)
+        runs with `python_exe`; anything else is a command line run as given (torchmonarch's
+        form, e.g. `python -m my.train --lr 1`). With `check`, a script must exist."""
+        if not isinstance(client_script, (str, os.PathLike)):
+            raise TypeError("apply(client_script=...) takes a script path or a command line, "
+                            f"got {type(client_script).__name__}.")
+        words = shlex.split(os.fspath(client_script))
+        if not words:
+            raise ValueError("apply(client_script=...) is empty: give a script path or a "
+                             "command line such as 'python -m my.train'.")
+        if len(words) == 1 and words[0].endswith(".py"):
+            if check:
+                check_client_script(words[0])
+            return shlex.join([self._python_exe, os.path.abspath(words[0])])
+        return os.fspath(client_script)
+
     def sbatch_script(self, client_script: str | None = None) -> str:
-        """The batch script `apply()` submits; with `client_script`, the batch-mode script that
-        also runs the client on the first node (see `_create`)."""
+        """The batch script `apply()` submits; with `client_script` (a script path or a command
+        line), the batch-mode script that runs it inside the allocation."""
+        command = None if client_script is None else self._client_command(client_script, False)
+        return self._script(self.nodes, command)
+
+    def _script(self, num_nodes: int, client_command: str | None) -> str:
         log_dir = self._logs()
         opts = [
             f"--job-name={self._job_name}",
-            f"--nodes={self.nodes}",
+            f"--nodes={num_nodes}",
             f"--ntasks-per-node={self._ntasks}",
             f"--output={os.path.join(log_dir, 'slurm-%j.out')}",
         ]
@@ -189,95 +298,98 @@ class SlurmJob(JobTrait):
         if self._qos:
             opts.append(f"--qos={self._qos}")
         opts.extend(self._slurm_args)
-        listen = "$(hostname)"
-        if self._bind_to is not None:  # listen there; clients still dial the node's name
-            listen = f"[{self._bind_to}]" if ":" in self._bind_to else self._bind_to
-        worker = (
-            f"exec {shlex.quote(self._python_exe)} -m monarch._src.job.worker_main "
-            f"tcp://{listen}:$(({self._port} + SLURM_LOCALID))"
-        )
-        lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in opts)]
-        lines.append(f"mkdir -p {shlex.quote(log_dir)}")
-        srun = f"srun --kill-on-bad-exit=0 bash -c {shlex.quote(worker)}"
-        if client_script is None:
-            lines.append(srun)
-        else:
-            client = shlex.quote(os.path.abspath(client_script))
-            lines += [
-                f"{srun} &",
-                "monarch_workers=$!",
-                f"MONARCH_BATCH_JOB=1 {shlex.quote(self._python_exe)} {client}",
-                "status=$?",
-                "kill $monarch_workers 2>/dev/null",
-                "wait $monarch_workers 2>/dev/null",
-                "exit $status",
-            ]
+        python = shlex.quote(self._python_exe)
+        lines = ["#!/bin/bash", *(f"#SBATCH {o}" for o in opts),
+                 f"mkdir -p {shlex.quote(log_dir)}"]
+        if client_command is None:  # workers only; clients attach from outside
+            bootstrap = worker_bootstrap(self._port, self._bind_to)
+            lines.append(f"srun --kill-on-bad-exit=0 {python} -c {shlex.quote(bootstrap)}")
+        else:  # batch mode: the runner starts the workers, runs the client, ends the workers
+            bind = f" --bind-to {shlex.quote(self._bind_to)}" if self._bind_to else ""
+            lines.append(f"exec {python} -m monarch._src.job._slurm_batch --port {self._port}"
+                         f"{bind} {shlex.quote(client_command)}")
         return "\n".join(lines) + "\n"
 
     # -- JobTrait ----------------------------------------------------------------------------
 
     def can_run(self, spec: JobTrait) -> bool:
         """True if `spec` asks for the same allocation and this job still runs."""
-        if not isinstance(spec, SlurmJob) or self._job_id is None:
+        if not isinstance(spec, SlurmJob):
             return False
         if spec.sbatch_script() != self.sbatch_script() or spec._meshes != self._meshes:
             return False
         try:
-            return self._job_state() in ("RUNNING", "PENDING", "CONFIGURING")
+            return self._jobs_active()
         except RuntimeError:
             return False
 
     def _create(self, client_script: str | None) -> None:
+        command = None
         if client_script is not None:
-            # Batch mode: one allocation runs the workers and, on its first node, the client
-            # (MONARCH_BATCH_JOB=1), whose job.state() finds this job cached as a BatchJob and
-            # takes the job id from SLURM_JOB_ID. The allocation ends with the client.
-            check_client_script(client_script)
+            command = self._client_command(client_script, True)
             if self._attached:
                 raise ValueError(
                     "SlurmJob(attach_to=...) cannot run a batch client: the allocation already "
                     "runs. Start the client yourself; its job.state() attaches."
                 )
+            # Cached before the submission: the client takes the id from $SLURM_JOB_ID.
             BatchJob(self).dump(DEFAULT_JOB_PATH)
         if self._attached:
             return
-        if self._log_dir:
-            os.makedirs(self._log_dir, exist_ok=True)
-        out = self._slurm(["sbatch", "--parsable"], stdin=self.sbatch_script(client_script))
-        self._job_id = out.strip().split(";")[0]
+        self._slurm_job_id = self._submit_slurm_job(self.nodes, command)
 
-    def _job_state(self) -> str:
-        job_id = self._require_id()
-        out = self._slurm(["squeue", "-h", "-j", job_id, "-o", "%T"]).strip()
-        return out or "GONE"
+    def _resolved_job_id(self) -> str | None:
+        """The submitted (or attached) job id; in the batch client, whose cached job was dumped
+        before the submission, `$SLURM_JOB_ID`. An external client inside some other
+        allocation never takes that allocation's id."""
+        if self._slurm_job_id is not None:
+            return self._slurm_job_id
+        return os.environ.get("SLURM_JOB_ID") if _in_batch_client() else None
 
     def _require_id(self) -> str:
-        if self._job_id is None and _in_batch_client():
-            self._job_id = os.environ.get("SLURM_JOB_ID")
-        if self._job_id is None:
+        job_id = self._resolved_job_id()
+        if job_id is None:
             raise RuntimeError("SlurmJob has not been submitted yet. Call apply() or state().")
-        return self._job_id
+        return job_id
 
-    def _wait_running(self) -> list[str]:
-        with Progress(f"Slurm job {self._job_id}", 1) as progress:
+    def _jobs_active(self) -> bool:
+        """Whether the allocation still runs (or waits to), as squeue reports it. The batch
+        client's job was cached before it was marked running, so there only squeue counts."""
+        if not self.active and not _in_batch_client():
+            return False
+        job_id = self._resolved_job_id()
+        if job_id is None:
+            return False
+        return self._job_state_of(self._get_job_info_json(job_id)) not in _ENDED
+
+    def _wait_for_job_start(self, job_id: str) -> list[str]:
+        """Wait until the job runs (within `job_start_timeout`); returns its node names."""
+        with Progress(f"Slurm job {job_id}", 1) as progress:
             deadline = time.monotonic() + self._start_timeout
-            while (state := self._job_state()) != "RUNNING":
+            while True:
+                info = self._get_job_info_json(job_id)
+                state = self._job_state_of(info)
+                if state == "RUNNING" and info is not None:
+                    break
                 progress.update(0, state.lower())
-                if state in ("GONE", "FAILED", "CANCELLED", "TIMEOUT", "COMPLETED", "NODE_FAIL"):
+                if state in _ENDED:
                     raise RuntimeError(
-                        f"Slurm job {self._job_id} ended ({state}) before its workers came up. "
-                        f"See slurm-{self._job_id}.out in {self._logs()}."
+                        f"Slurm job {job_id} ended ({state}) before its workers came up. "
+                        f"See slurm-{job_id}.out in {self._logs()}."
                     )
                 if time.monotonic() > deadline:
                     raise TimeoutError(
-                        f"Slurm job {self._job_id} was still {state} after "
-                        f"{self._start_timeout:.0f}s (job_start_timeout). Check `squeue` for "
-                        "why it waits."
+                        f"Slurm job {job_id} was still {state} after {self._start_timeout:.0f}s "
+                        "(job_start_timeout). Check `squeue` for why it waits."
                     )
-                time.sleep(0.2)
-            nodelist = self._slurm(["squeue", "-h", "-j", self._require_id(), "-o", "%N"]).strip()
-            nodes = self._slurm(["scontrol", "show", "hostnames", nodelist]).split()
+                time.sleep(_POLL_INTERVAL)
+            nodes = self._node_names(info)
             progress.close(detail="running")
+        if len(nodes) != self.nodes:
+            raise RuntimeError(
+                f"Slurm job {job_id} runs on {len(nodes)} nodes, the job asks for {self.nodes}: "
+                "a partial allocation cannot hold the meshes."
+            )
         return nodes
 
     def worker_addresses(self, nodes: list[str]) -> list[str]:
@@ -295,17 +407,16 @@ class SlurmJob(JobTrait):
 
     def _state(self) -> JobState:
         if not self._live_hosts:
-            from monarch._src.job.attach import attach_job_workers
-
+            job_id = self._require_id()
+            nodes = self._wait_for_job_start(job_id)
             _use_tcp()
-            addresses = self.worker_addresses([self._resolve(n) for n in self._wait_running()])
-            deadline = time.monotonic() + self._start_timeout
-            for addr in addresses:
-                host, port = addr[len("tcp://"):].rsplit(":", 1)
-                _wait_port(host, int(port), deadline, self)
+            addresses = self.worker_addresses([self._resolve(n) for n in nodes])
             start = 0
             for name, count in self._meshes.items():
-                self._live_hosts[name] = attach_job_workers(addresses[start:start + count], name)
+                workers = [_WorkerListening(a, self, job_id)
+                           for a in addresses[start:start + count]]
+                self._live_hosts[name] = attach_to_workers(
+                    name=name, ca="trust_all_connections", workers=workers)
                 start += count
         return JobState(dict(self._live_hosts))
 
@@ -313,14 +424,61 @@ class SlurmJob(JobTrait):
         shutdown_quietly(self._live_hosts.values())
         self._live_hosts = {}
         if _in_batch_client():
-            return  # the allocation's batch script ends the workers once the client exits
-        if self._job_id is not None:
-            self._slurm(["scancel", self._job_id])
+            return  # the allocation's runner ends the workers once the client exits
+        job_id = self._resolved_job_id()
+        if job_id is None:
+            return
+        try:
+            self._slurm(["scancel", job_id])
+        except RuntimeError:
+            if self._job_state(job_id) not in _ENDED:
+                raise
+        if not self._attached:
+            self._slurm_job_id = None
+
+
+class _WorkerListening:
+    """A worker of the job as `attach_to_workers` takes a future: `get()` returns its address
+    once something listens there, and fails as soon as the Slurm job stops running."""
+
+    def __init__(self, address: str, job: SlurmJob, job_id: str) -> None:
+        self.address = address
+        self._job = job
+        self._job_id = job_id
+
+    def get(self, timeout: float | None = None) -> str:
+        host, port = self.address[len("tcp://"):].rsplit(":", 1)
+        limit = timeout if timeout is not None else self._job._start_timeout
+        deadline = time.monotonic() + limit
+        next_check = time.monotonic() + 1.0
+        while True:
+            try:
+                with socket.create_connection((host, int(port)), timeout=1.0):
+                    return self.address
+            except OSError:
+                pass  # not listening yet: tried again below until the deadline
+            now = time.monotonic()
+            if now >= next_check:
+                next_check = now + 1.0
+                state = self._job._job_state(self._job_id)
+                if state != "RUNNING":
+                    raise RuntimeError(
+                        f"Slurm job {self._job_id} is {state}: its worker {self.address} never "
+                        "listened."
+                    )
+            if now > deadline:
+                raise TimeoutError(
+                    f"Worker {self.address} of Slurm job {self._job_id} did not listen within "
+                    f"{limit:g}s.")
+            time.sleep(0.1)
+
+    def __repr__(self) -> str:
+        return f"<worker {self.address} of Slurm job {self._job_id}>"
 
 
 def _in_batch_client() -> bool:
     """True in a batch client started by `apply(client_script)` inside the allocation."""
-    return os.environ.get("MONARCH_BATCH_JOB") == "1" and "SLURM_JOB_ID" in os.environ
+    return in_batch_job() and "SLURM_JOB_ID" in os.environ
 
 
 def _use_tcp() -> None:
@@ -330,17 +488,3 @@ def _use_tcp() -> None:
 
     if runtime_if_started() is None:  # what monarch.actor.enable_transport("tcp") does then
         configure(default_transport=parse_transport("tcp"))
-
-
-def _wait_port(host: str, port: int, deadline: float, job: SlurmJob) -> None:
-    while True:
-        try:
-            with socket.create_connection((host, port), timeout=1.0):
-                return
-        except OSError:
-            pass  # not listening yet: the loop tries again until its deadline
-        if job._job_state() != "RUNNING":
-            raise RuntimeError(f"Slurm job {job.job_id} stopped before {host}:{port} listened.")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"Worker {host}:{port} of Slurm job {job.job_id} never listened.")
-        time.sleep(0.1)
