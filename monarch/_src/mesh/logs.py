@@ -219,7 +219,8 @@ class _PipeReader(threading.Thread):
 
 class LogSink:
     """Controller side: writes forwarded text to this process's sys.stdout / sys.stderr,
-    collapsing repeated lines within each mesh's aggregation window."""
+    collapsing repeated lines within each mesh's aggregation window; a window is written when
+    it ends (a timer), when a later line finds it ended, or at a flush."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -241,6 +242,10 @@ class LogSink:
             collected = self._window.get((mesh, fd))
             if collected is None:
                 collected = self._window[(mesh, fd)] = _Window(time.monotonic() + window)
+                # Written when the window ends even if nothing else arrives after it.
+                timer = threading.Timer(window, self.flush_due)
+                timer.daemon = True
+                timer.start()
             collected.add(complete)
         self.flush_due()
 
