@@ -124,6 +124,22 @@ def test_concurrent_endpoint_stacked_on_endpoint_raises_value_error() -> None:
         concurrent_endpoint(endpoint(async_method))
 
 
+def test_concurrent_endpoint_counts_as_explicit_port_but_its_method_takes_none() -> None:
+    # Monarch reports concurrent endpoints as explicit-response-port endpoints (they answer
+    # through a port when their task ends); the method itself is still called without one.
+    async def wait(self: Actor) -> int:
+        return 1
+
+    async def with_port(self: Actor, port: Any) -> None:
+        port.send(1)
+
+    plain = concurrent_endpoint(wait)
+    explicit = concurrent_endpoint(with_port, explicit_response_port=True)
+    assert plain._explicit_response_port and not plain._takes_port
+    assert explicit._explicit_response_port and explicit._takes_port
+    assert not endpoint(wait)._explicit_response_port
+
+
 # --- class validation at spawn (§1.1.1, §4.26) --------------------------------------------------
 
 

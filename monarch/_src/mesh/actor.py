@@ -39,7 +39,11 @@ class EndpointProperty:
     ) -> None:
         self._method = method
         self._propagator = propagate
-        self._explicit_response_port = explicit_response_port
+        # The method takes the response port as its first argument.
+        self._takes_port = explicit_response_port
+        # What Monarch reports: its concurrent endpoints answer through a port they are handed
+        # (the reply is sent when the task ends), so they count as explicit-port endpoints.
+        self._explicit_response_port = explicit_response_port or concurrent
         self._instrument = instrument
         self._concurrent = concurrent  # started as a task; the actor moves on at once
         self._is_async = inspect.iscoroutinefunction(method)

@@ -224,7 +224,7 @@ class ActorMesh(MeshTrait, Generic[T]):
             return cached
         prop = self._endpoints.get(name)
         if prop is not None:
-            ep: Any = Endpoint(self, name, prop._method, prop._explicit_response_port)
+            ep: Any = Endpoint(self, name, prop._method, prop._takes_port)
         elif hasattr(self._class, name):
             ep = NotAnEndpoint(self, name)
         else:

@@ -306,7 +306,7 @@ class HostedActor:
             if reply is not None:
                 self._send_error(reply, cast[0], self.actor_error(method, missing))
             return None
-        explicit = prop is not None and prop._explicit_response_port
+        explicit = prop is not None and prop._takes_port
         if explicit:
             port = None
             if reply is not None:
