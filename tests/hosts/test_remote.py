@@ -366,3 +366,31 @@ def test_admin_view_shows_procs_and_actors_on_attached_hosts(two_workers: Worker
         assert find_proc("watched_actors", 1) in procs._table.keys
     finally:
         hosts.shutdown().get(timeout=30)
+
+
+class Affinity(Actor):
+    @endpoint
+    def cpus(self) -> list[int]:
+        return sorted(os.sched_getaffinity(0))
+
+
+@pytest.mark.timeout(90)
+def test_proc_bind_pins_procs_on_remote_hosts_and_names_a_binding_they_cannot_honour(
+    two_workers: Workers, fault_recorder: Any
+) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    if len(allowed) < 2:
+        pytest.skip("needs two CPUs")
+    hosts = attach_to_workers(ca=TRUST, workers=two_workers.addresses)
+    try:
+        procs = hosts.spawn_procs(per_host={"gpus": 2}, proc_bind=[
+            {"cpus": str(allowed[0])}, {"cpus": str(allowed[1])}])
+        got = procs.spawn("pinned", Affinity).cpus.call().get(timeout=30)
+        by_rank = {point["hosts"] * 2 + point["gpus"]: cpus for point, cpus in got.items()}
+        assert [by_rank[r] for r in range(4)] == [[allowed[0]], [allowed[1]]] * 2
+        # Checked by each host against its own CPUs: the procs fail, saying why.
+        bad = hosts.spawn_procs(per_host={"gpus": 1}, proc_bind=[{"cpus": "100000"}])
+        with pytest.raises(SupervisionError, match="which this process may not use"):
+            bad.spawn("never", Affinity).cpus.call().get(timeout=30)
+    finally:
+        hosts.shutdown().get(timeout=30)

@@ -56,7 +56,6 @@ class LocalHostAgent:
     """
 
     is_local = True  # paths given for these hosts (with_python_executable) can be checked here
-    supports_proc_bind = True  # spawn_procs(proc_bind=...): CPU affinity of each proc
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt

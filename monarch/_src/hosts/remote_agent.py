@@ -89,7 +89,6 @@ class RemoteHostAgent:
     """
 
     is_local = False  # paths given for these hosts cannot be checked from here
-    supports_proc_bind = False  # workers are pinned by how they are started (numactl ...)
 
     def __init__(self, rt: Runtime, targets: Sequence[Any], name: str | None,
                  on_shutdown: Callable[[], None] | None = None) -> None:
@@ -270,9 +269,8 @@ class RemoteHostAgent:
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
     ) -> ProcTable:
         """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks.
-        `proc_bind` is refused (`supports_proc_bind`): workers are pinned as they start."""
-        if proc_bind is not None:
-            raise NotImplementedError("remote hosts do not pin procs (supports_proc_bind)")
+        `proc_bind` (one binding per proc of a host) is applied by each host's server, against
+        that host's CPUs: a binding it cannot honour fails those procs, saying why."""
         if self._closed:
             raise RuntimeError("HostMesh has already been shut down")
         tag = uuid.uuid4().hex[:8]
@@ -288,7 +286,7 @@ class RemoteHostAgent:
             self._tables[id(table)] = (table, placed)
         for rank, proc_id in enumerate(proc_ids):
             _procs[proc_id] = (self, table, rank)
-        spec = {
+        spec: dict[str, Any] = {
             "root": root_address(self.rt),
             "sys_path": list(sys.path),
             "cwd": os.getcwd(),
@@ -300,6 +298,8 @@ class RemoteHostAgent:
         }
         if python:
             spec["python"] = python  # the procs exec this interpreter (with_python_executable)
+        if proc_bind is not None:
+            spec["proc_bind"] = [dict(binding) for binding in proc_bind]
         for i, h in enumerate(hosts):
             ids = proc_ids[i * per_host:(i + 1) * per_host]
             self.rt.submit(self._spawn_on(self.hosts[h], table, table_id, ids, spec,

@@ -30,6 +30,7 @@ from typing import Any
 
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.binding import cpus_for_binding
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.local import LocalHostAgent
 from monarch._src.hosts.proc_ready import ProcReady
@@ -165,10 +166,21 @@ class HostServer:
         if not os.path.isdir(spec.get("cwd", "")):
             spec["cwd"] = os.getcwd()
         spec["env"] = dict(os.environ)
+        proc_bind = spec.pop("proc_bind", None)
+        try:
+            if proc_bind is not None:  # checked against this host's CPUs before anything
+                for rank, binding in enumerate(proc_bind):
+                    cpus_for_binding(binding, rank)
+        except ValueError as exc:
+            for proc_id in proc_ids:
+                refused = ProcReady(proc_id, "", 0, f"host {self.address}: {exc}")
+                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", tuple(refused),
+                                                     None))
+            return
         for proc_id in proc_ids:
             self._owner[proc_id] = client
         table = self.agent.spawn_procs([0], len(proc_ids), None, proc_ids=list(proc_ids),
-                                       spec=spec)
+                                       spec=spec, proc_bind=proc_bind)
         self._tables[table_id] = table
         self._ids[id(table)] = list(proc_ids)
 

@@ -50,11 +50,6 @@ class HostAgent(Protocol):
         checked here."""
         ...
 
-    @property
-    def supports_proc_bind(self) -> bool:
-        """Whether `spawn_procs(proc_bind=...)` (CPU affinity per proc) is possible."""
-        ...
-
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,

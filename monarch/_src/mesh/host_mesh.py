@@ -123,12 +123,6 @@ class HostMesh(MeshTrait):
                 "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
             )
         hosts = self._mesh_shape.ranks()
-        if proc_bind is not None and not self._agent.supports_proc_bind:
-            raise NotImplementedError(
-                "spawn_procs(proc_bind=...) pins procs on this machine's local host only; "
-                "on remote hosts, start each worker under the binding you want (e.g. "
-                "`numactl --cpunodebind=0 monarch worker ...`)."
-            )
         startup = hooks.proc_startup.get()
         before = startup() if startup is not None else []
         if before:  # e.g. the client's actor mocks, which the new procs inherit
