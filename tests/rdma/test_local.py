@@ -34,7 +34,7 @@ def _pattern(n: int, seed: int = 0) -> torch.Tensor:
 def _remote(buf: RDMABuffer) -> RDMABuffer:
     """A copy of `buf` as a peer would receive it (only the handle travels)."""
     copy = pickle.loads(pickle.dumps(buf))
-    assert copy._data is None
+    assert copy._buffer.core.local is None
     return copy
 
 

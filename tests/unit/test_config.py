@@ -891,10 +891,12 @@ def test_key_value_without_meaning_here_raises_saying_what_works(
 
 
 def test_rdma_ibverbs_target_names_the_device() -> None:
+    from monarch._src.rdma.errors import RdmaInitError
     from monarch._src.rdma.ibverbs import device_target
 
     assert device_target("nic:mlx5_1") == "mlx5_1"
-    assert device_target("mlx5_2") == "mlx5_2"
+    with pytest.raises(RdmaInitError, match="RDMA_IBVERBS_TARGET"):
+        device_target("mlx5_2")  # Monarch's rule: the target names its kind
     assert device_target("") is None
     configure(rdma_ibverbs_target="nic:mlx5_3", rdma_peer_device_affinity="any")
     assert internal.get("rdma_ibverbs_target") == "nic:mlx5_3"

@@ -50,8 +50,9 @@ FEATURES = LAYERS[RANK["tensor"]]
 # are jobs, the debugger is served by the admin control server.
 FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}}
 # torchmonarch's private paths of monarch.actor: thin re-export modules that import the facade
-# first (its import-time effects), facades by role.
-FACADE_MODULES = ("monarch._src.actor",)
+# first (its import-time effects), facades by role; and of monarch.rdma's Python API, which sits
+# over the binding layer (`monarch._rust_bindings.rdma`) as on Monarch.
+FACADE_MODULES = ("monarch._src.actor", "monarch._src.rdma.rdma")
 
 
 def package_of(module: str) -> str | None:

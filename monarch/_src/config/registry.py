@@ -401,7 +401,8 @@ _TABLE: tuple[ConfigKey, ...] = (
     _key("rdma_disable_ibverbs", _B, False, "Never use ibverbs, even when present.", _M),
     _key("rdma_max_chunk_size_mb", _I, 512, "Largest chunk of one RDMA transfer, in MiB.", _M),
     _key("rdma_ibverbs_target", _S, "",
-         "ibverbs device to use, as 'nic:<name>' (or the bare name); '' picks the first one. "
+         "ibverbs device to use, as 'nic:<name>'; '' picks the first one (a bare name fails when "
+         "the RDMA manager starts, as on Monarch). "
          "Choosing by 'cpu:<numa>' or 'gpu:<ordinal>' is refused.", _M, check=_ibverbs_target),
     _key("rdma_peer_device_affinity", _S, "",
          "Which peer devices a local device pairs with: '', 'any', 'match_name' or "

@@ -1,10 +1,16 @@
-"""`RDMABuffer` and `RDMAAction`: the user-facing halves of the RDMA API.
+"""`RdmaBuffer` and `RdmaAction`: registered buffers and batches of transfers, under the
+user-facing `RDMABuffer` / `RDMAAction` of `monarch._src.rdma.rdma` (torchmonarch's native
+`_RdmaBuffer` / `_RdmaAction`, reached there through `monarch._rust_bindings.rdma`).
 
-An `RDMABuffer` made in the owning actor registers memory (without copying) with the proc's
-manager and holds the memory; the object pickles to its `BufferHandle` only, so it travels
-cheaply in messages. Any holder can then `read_into` / `write_from` the owner's memory; the owner's
-endpoints never run. Every transfer returns a monarch `Future` at once and runs on the RDMA worker
-pool; argument errors (sizes, layouts) are raised synchronously, before anything is queued.
+`RdmaBuffer.create` registers a `LocalMemoryHandle`'s memory (without copying) with the proc's
+manager and holds the handle, so the memory stays alive; the object pickles to its
+`BufferHandle` only, so it travels cheaply in messages. Any holder can then read or write the
+owner's memory through an `RdmaAction`; the owner's endpoints never run. Argument errors (sizes,
+layouts, read-only memory) are raised synchronously when an operation is added; `submit` checks
+drops synchronously and returns a `concurrent.futures.Future` at once, the bytes moving on the
+RDMA worker pool. Each call may be given a *readiness* future (the RDMA managers of the
+caller's proc mesh starting, `readiness.init_mesh`): nothing is registered, moved or dropped
+before it resolves, and its failure is the call's.
 """
 
 from __future__ import annotations
@@ -14,27 +20,31 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
-from monarch._src.lowlevel import LARGE_TRANSFER, Future, Progress
+from monarch._src.lowlevel import LARGE_TRANSFER, Progress
 from monarch._src.rdma import transfer
 from monarch._src.rdma.backend import (
     RDMAReadTransferWarning,
     RDMAWriteTransferWarning,
-    get_rdma_backend,
-    warn_tcp_fallback_once,
 )
 from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
-from monarch._src.rdma.memory import Region, as_region
+from monarch._src.rdma.memory import LocalMemoryHandle, Region
+from monarch._src.rdma.readiness import INIT_TIMEOUT_S
 from monarch._src.rdma.verbs import RemoteKey
 
-__all__ = ["RDMAAction", "RDMABuffer"]
+__all__ = ["RdmaAction", "RdmaBuffer", "Ready", "check_timeout"]
+
+# The managers of the caller's proc mesh starting (`readiness.init_mesh`); None: no wait.
+Ready = concurrent.futures.Future[None] | None
 
 _staging_warned: set[type[Warning]] = set()
 
 
-def _check_timeout(timeout: float, what: str) -> float:
+def check_timeout(timeout: float, what: str) -> float:
+    """`timeout` as seconds: a positive number; Monarch's OverflowError when negative."""
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
         raise ValueError(f"{what} timeout must be a positive number of seconds, not {timeout!r}.")
     if timeout < 0:
@@ -72,14 +82,14 @@ def _progress(ops: list[transfer.Op]) -> Progress | None:
     return progress
 
 
-def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
+def _run(ops: list[transfer.Op], timeout: float) -> concurrent.futures.Future[None]:
     """Run `ops` concurrently on the worker pool; the future fails with the first error."""
     deadline = time.monotonic() + timeout
     pool = transfer.worker_pool()
-    result: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    result: concurrent.futures.Future[None] = concurrent.futures.Future()
     if not ops:
         result.set_result(None)
-        return Future.from_concurrent(result)
+        return result
     lock = threading.Lock()
     left = [len(ops)]
     errors: list[BaseException] = []
@@ -102,32 +112,85 @@ def _submit(ops: list[transfer.Op], timeout: float) -> Future[None]:
 
     for op in ops:
         pool.submit(transfer.run_op, op, deadline).add_done_callback(one_done)
-    return Future.from_concurrent(result)
+    return result
 
 
-class RDMABuffer:
-    """Memory registered for one-sided reads and writes by other procs.
+def _wait_ready(ready: Ready) -> None:
+    """Block until `ready` resolves; its failure raised."""
+    if ready is None:
+        return
+    try:
+        ready.result(timeout=2 * INIT_TIMEOUT_S)
+    except concurrent.futures.TimeoutError:
+        raise TimeoutError(
+            "The RDMA managers of this proc mesh did not start in time; check that its procs "
+            "are alive."
+        ) from None
 
-    Make it in the actor that owns the memory, from a 1-D contiguous tensor (CPU or CUDA) or a
-    1-D C-contiguous memoryview; the buffer keeps that object alive. Pass it in messages freely:
-    only a small handle travels.
-    """
 
-    def __init__(self, data: Any) -> None:
-        region = as_region(data, "RDMABuffer data")
-        backend = get_rdma_backend()
-        if backend == "none":
-            raise RuntimeError(
-                "Tried to create an RDMABuffer, but RDMA is not available on this platform. To "
-                "enable TCP fallback transport, call monarch.configure(rdma_allow_tcp_fallback="
-                "True) before creating buffers."
-            )
-        if backend == "tcp":
-            warn_tcp_fallback_once()
-        from monarch._src.mesh.context import context
+def _after(ready: Ready, start: Callable[[], concurrent.futures.Future[None]]
+           ) -> concurrent.futures.Future[None]:
+    """`start()` once `ready` resolved (at once when it has); fails with `ready`'s failure."""
+    if ready is None:
+        return start()
+    out: concurrent.futures.Future[None] = concurrent.futures.Future()
+
+    def chain(src: concurrent.futures.Future[None]) -> None:
+        if not out.set_running_or_notify_cancel():
+            return
+        exc = src.exception()
+        if exc is not None:
+            out.set_exception(exc)
+            return
+        try:
+            inner = start()
+        except Exception as err:  # noqa: BLE001 - the caller's future carries it
+            out.set_exception(err)
+            return
+        inner.add_done_callback(lambda f: _copy(f, out))
+
+    ready.add_done_callback(chain)
+    return out
+
+
+def _copy(src: concurrent.futures.Future[None], dst: concurrent.futures.Future[None]) -> None:
+    exc = src.exception()
+    if exc is not None:
+        dst.set_exception(exc)
+    else:
+        dst.set_result(None)
+
+
+def _failed(exc: BaseException) -> concurrent.futures.Future[None]:
+    out: concurrent.futures.Future[None] = concurrent.futures.Future()
+    out.set_exception(exc)
+    return out
+
+
+def _done() -> concurrent.futures.Future[None]:
+    out: concurrent.futures.Future[None] = concurrent.futures.Future()
+    out.set_result(None)
+    return out
+
+
+class RdmaBuffer:
+    """One registered buffer: made by `create` in the owning process, or unpickled from its
+    handle anywhere else."""
+
+    def __init__(self, handle: BufferHandle, local: LocalMemoryHandle | None) -> None:
+        self._handle = handle
+        self._local = local  # keeps the registered memory alive; None in received copies
+        self._dropped = False  # set by drop() through this object
+
+    @classmethod
+    def create(cls, local: LocalMemoryHandle, owner: str, ready: Ready = None) -> RdmaBuffer:
+        """Register `local`'s memory (not empty) for actor `owner`, once `ready` resolved."""
+        region = local.region
+        if region.nbytes == 0:
+            raise ValueError("Cannot create RDMABuffer with size 0.")
+        _wait_ready(ready)
         from monarch._src.rdma.manager import get_manager
 
-        owner = context().actor_instance.actor_id
         mgr = get_manager()
         mirror: Any = None
         host_addr = region.addr
@@ -135,54 +198,51 @@ class RDMABuffer:
             from monarch._src.rdma import cuda
 
             cuda.warn_allocator()
-            mirror = cuda.mirror_for(data)
+            mirror = cuda.mirror_for(region.keepalive)
             host_addr = int(mirror.data_ptr())
         bid, entry = mgr.register(region, host_addr, mirror)
         pid = os.getpid()
         start = process_start_time(pid)
-        self._handle = BufferHandle(
+        handle = BufferHandle(
             buffer_id=bid, token=entry.token, owner=owner, owner_addr=mgr.rt.address, pid=pid,
             start_time=start if start is not None else -1, host=host_identity(), addr=host_addr,
             nbytes=region.nbytes, slot_addr=mgr.slot_addr(entry.slot), tcp=mgr.tcp.endpoint,
             writable=region.writable, device=region.device,
             ib=None if entry.mr is None else RemoteKey(int(entry.mr.rkey), host_addr),
         )
-        self._data: Any = data  # keeps the registered memory alive; None in received copies
-        self._dropped = False  # set by drop() through this object
+        return cls(handle, local)
 
     @classmethod
-    def _from_handle(cls, handle: BufferHandle) -> RDMABuffer:
-        buf = object.__new__(cls)
-        buf._handle = handle
-        buf._data = None
-        buf._dropped = False
-        return buf
+    def from_handle(cls, handle: BufferHandle) -> RdmaBuffer:
+        """A holder's copy of the buffer `handle` describes (it keeps no memory alive)."""
+        return cls(handle, None)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (RDMABuffer._from_handle, (self._handle,))
+        return (RdmaBuffer.from_handle, (self._handle,))
 
     def __repr__(self) -> str:
-        # Monarch's default object repr, under its module path; `describe()` of the handle is
-        # what our own error messages use.
-        return f"<monarch._src.rdma.rdma.RDMABuffer object at {id(self):#x}>"
+        return f"<RdmaBuffer: {self._handle.describe()}>"
 
-    # ---- properties -------------------------------------------------------------------------
+    @property
+    def handle(self) -> BufferHandle:
+        """What this buffer pickles to."""
+        return self._handle
+
+    @property
+    def local(self) -> LocalMemoryHandle | None:
+        """The registered memory in the owner's object; None in received copies."""
+        return self._local
+
     def size(self) -> int:
         """The buffer's length in bytes."""
         return self._handle.nbytes
 
-    @property
-    def owner(self) -> str:
+    def owner_actor_id(self) -> str:
         """The id string of the actor that created the buffer."""
         return self._handle.owner
 
     @property
-    def backend(self) -> str:
-        """The RDMA backend, as `get_rdma_backend()` says: "ibverbs", "tcp" or "none"."""
-        return get_rdma_backend()
-
-    @property
-    def _plane(self) -> str:
+    def plane(self) -> str:
         """The data plane a transfer from this process uses: "process_vm", "shm", "tcp",
         "ibverbs", or "none" when the buffer cannot be reached from here."""
         try:
@@ -190,101 +250,92 @@ class RDMABuffer:
         except (RuntimeError, ValueError):
             return "none"
 
-    # ---- transfers --------------------------------------------------------------------------
-    def _op(self, write: bool, local_obj: Any, what: str) -> transfer.Op:
+    def op(self, write: bool, local: LocalMemoryHandle) -> transfer.Op:
+        """The transfer between this buffer and `local` (checked now)."""
+        if not isinstance(local, LocalMemoryHandle):
+            raise TypeError(
+                f"An RDMA operation's local memory must be a LocalMemoryHandle, not "
+                f"{type(local).__name__}."
+            )
         h = self._handle
-        local = as_region(local_obj, what, allow_empty=True, need_writable=not write)
+        region = local.region
         # Monarch's texts for the two size errors.
-        if not write and local.nbytes < h.nbytes:
+        if not write and region.nbytes < h.nbytes:
             raise ValueError(
-                f"destination local memory size ({local.nbytes}) must be >= remote buffer size "
+                f"destination local memory size ({region.nbytes}) must be >= remote buffer size "
                 f"({h.nbytes})"
             )
-        if write and local.nbytes > h.nbytes:
+        if write and region.nbytes > h.nbytes:
             raise ValueError(
-                f"source local memory size ({local.nbytes}) must be <= remote buffer size "
+                f"source local memory size ({region.nbytes}) must be <= remote buffer size "
                 f"({h.nbytes})"
+            )
+        if not write and not region.writable:
+            raise ValueError(
+                "The read destination is read-only; pass a memoryview over writable memory."
             )
         if write and not h.writable:
             raise ValueError(f"{h.describe()} is over read-only memory; it cannot be written.")
-        _warn_staging(RDMAWriteTransferWarning if write else RDMAReadTransferWarning, h, local)
-        return transfer.Op(write, h, local, h.nbytes if not write else local.nbytes)
+        _warn_staging(RDMAWriteTransferWarning if write else RDMAReadTransferWarning, h, region)
+        return transfer.Op(write, h, region, h.nbytes if not write else region.nbytes)
 
-    def _dropped_future(self) -> Future[None] | None:
-        if not self._dropped:
-            return None
-        return Future.from_exception(transfer._dropped(self._handle))
+    def dropped_error(self) -> Exception | None:
+        """The error a transfer through this object raises once it dropped the buffer."""
+        return transfer.dropped_error(self._handle) if self._dropped else None
 
-    def read_into(self, dst: Any, *, timeout: float = 60) -> Future[None]:
-        """Copy the whole buffer into the leading bytes of local `dst` (1-D contiguous)."""
-        t = _check_timeout(timeout, "read_into")
-        op = self._op(False, dst, "The read_into destination")
-        return self._dropped_future() or _submit([op], t)
-
-    def write_from(self, src: Any, *, timeout: float = 60) -> Future[None]:
-        """Copy local `src` (1-D contiguous, at most `size()` bytes) into the leading bytes."""
-        t = _check_timeout(timeout, "write_from")
-        op = self._op(True, src, "The write_from source")
-        return self._dropped_future() or _submit([op], t)
-
-    def drop(self) -> Future[None]:
-        """Release the registration; later transfers through any handle of it fail."""
+    def drop(self, ready: Ready = None) -> concurrent.futures.Future[None]:
+        """Release the registration (once `ready` resolved); later transfers through any
+        handle of it fail. Dropping twice through this object does nothing more."""
         h = self._handle
         if self._dropped:
-            return Future.from_value(None)
+            return _done()
         self._dropped = True
-        from monarch._src.rdma.manager import manager_if_started
 
-        mgr = manager_if_started()
-        if mgr is not None and h.pid == os.getpid() and h.host == host_identity():
-            mgr.drop(h.buffer_id, h.token)
-            self._data = None
-            return Future.from_value(None)
-        from monarch._src.rdma.control import ask
+        def release() -> concurrent.futures.Future[None]:
+            from monarch._src.rdma.manager import manager_if_started
 
-        return Future.from_concurrent(transfer.worker_pool().submit(
-            ask, h.owner_addr, "rdma_drop", (h.buffer_id, h.token), 60.0))
+            mgr = manager_if_started()
+            if mgr is not None and h.pid == os.getpid() and h.host == host_identity():
+                mgr.drop(h.buffer_id, h.token)
+                self._local = None
+                return _done()
+            from monarch._src.rdma.control import ask
+
+            return transfer.worker_pool().submit(
+                ask, h.owner_addr, "rdma_drop", (h.buffer_id, h.token), 60.0)
+
+        return _after(ready, release)
 
 
-class RDMAAction:
+class RdmaAction:
     """A batch of reads and writes, to one or many owners, submitted together (re-submittable)."""
 
     def __init__(self) -> None:
-        # (buffer, local object, write?) in the order they were added; checked when added.
-        self._ops: list[tuple[RDMABuffer, Any, bool]] = []
+        # (buffer, local memory, write?) in the order they were added; checked when added.
+        self._ops: list[tuple[RdmaBuffer, LocalMemoryHandle, bool]] = []
 
-    def read_remote(self, dst_local: Any, src_buffer: RDMABuffer) -> RDMAAction:
-        """Add: read all of `src_buffer` into the leading bytes of `dst_local`."""
-        self._add(src_buffer, dst_local, False)
-        return self
+    def _add(self, remote: RdmaBuffer, local: LocalMemoryHandle, write: bool) -> None:
+        if not isinstance(remote, RdmaBuffer):
+            raise TypeError(f"RDMAAction needs an RDMABuffer, not {type(remote).__name__}.")
+        remote.op(write, local)
+        self._ops.append((remote, local, write))
 
-    def write_remote(self, dst_buffer: RDMABuffer, src_local: Any) -> RDMAAction:
-        """Add: write `src_local` into the leading bytes of `dst_buffer`."""
-        self._add(dst_buffer, src_local, True)
-        return self
+    def add_read_into_local(self, remote: RdmaBuffer, local: LocalMemoryHandle) -> None:
+        """Add: read all of `remote` into the leading bytes of `local`."""
+        self._add(remote, local, False)
 
-    def _add(self, buf: RDMABuffer, local: Any, write: bool) -> None:
-        if not isinstance(buf, RDMABuffer):
-            raise TypeError(f"RDMAAction needs an RDMABuffer, not {type(buf).__name__}.")
-        what = "The RDMAAction write source" if write else "The RDMAAction read destination"
-        buf._op(write, local, what)
-        self._ops.append((buf, local, write))
+    def add_write_from_local(self, remote: RdmaBuffer, local: LocalMemoryHandle) -> None:
+        """Add: write all of `local` into the leading bytes of `remote`."""
+        self._add(remote, local, True)
 
-    def fetch_add(self, *args: Any, **kwargs: Any) -> RDMAAction:
-        """Not supported (as on Monarch 0.7.0)."""
-        raise NotImplementedError("Not yet supported")
-
-    def compare_and_swap(self, *args: Any, **kwargs: Any) -> RDMAAction:
-        """Not supported (as on Monarch 0.7.0)."""
-        raise NotImplementedError("Not yet supported")
-
-    def submit(self, *, timeout: float = 60) -> Future[None]:
-        """Run every operation concurrently; resolves when all finished, fails if any failed."""
-        t = _check_timeout(timeout, "RDMAAction.submit")
+    def submit(self, timeout: float, ready: Ready = None) -> concurrent.futures.Future[None]:
+        """Run every operation concurrently (once `ready` resolved); resolves when all
+        finished, fails if any failed. A buffer dropped through its object fails at once."""
+        t = check_timeout(timeout, "RDMAAction.submit")
         ops = []
         for buf, local, write in self._ops:
-            dropped = buf._dropped_future()
+            dropped = buf.dropped_error()
             if dropped is not None:
-                return dropped
-            ops.append(buf._op(write, local, "An RDMAAction local buffer"))
-        return _submit(ops, t)
+                return _failed(dropped)
+            ops.append(buf.op(write, local))
+        return _after(ready, lambda: _run(ops, t))

@@ -4,14 +4,16 @@ Owner side (installed by the manager): `rdma_drop` unregisters a buffer on behal
 handle; `rdma_shm` copies between a registered buffer and a segment the requester named (the
 same-host fallback); `rdma_cuda` stages a CUDA buffer through its pinned mirror;
 `rdma_ib_connect` sets up a verbs queue pair. Copies run on the owner's RDMA serving threads,
-never on the runtime loop. Requester side: `ask()` sends one and waits, bounded, failing with
-`SupervisionError` at once if the owner's process dies (the port watches it).
+never on the runtime loop. Requester side: `ask()` sends one and waits (`ask_all()` several at
+once), bounded, failing with `SupervisionError` at once if the owner's process dies (the port
+watches it).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
@@ -20,7 +22,7 @@ from monarch._src.lowlevel import CONTROL, Control, OncePort, Runtime, decode_re
 if TYPE_CHECKING:
     from monarch._src.rdma.manager import Manager
 
-__all__ = ["LazyPool", "ask", "install"]
+__all__ = ["LazyPool", "ask", "ask_all", "install"]
 
 
 def install(rt: Runtime, manager: Manager) -> None:
@@ -97,13 +99,27 @@ _serve_pool = LazyPool("monarch-rdma-serve")
 
 def ask(owner_addr: str, op: str, args: tuple[Any, ...], timeout: float) -> Any:
     """Send control `op` to the owner's proc and wait at most `timeout` s for its answer."""
+    return ask_all([owner_addr], op, args, timeout)[0]
+
+
+def ask_all(addrs: list[str], op: str, args: tuple[Any, ...], timeout: float) -> list[Any]:
+    """Send control `op` to every proc of `addrs` at once and wait, at most `timeout` s in all,
+    for their answers (in order); the first error (by position) is raised."""
     rt = get_runtime()
-    entry = OncePort()
-    port = rt.mailbox.open_port(entry, (owner_addr,))
-    rt.mailbox.post(owner_addr, Control(CONTROL, op, args, port))
-    try:
-        raw = entry.cf.result(timeout=max(timeout, 0.0))
-    except concurrent.futures.TimeoutError as exc:
-        rt.mailbox.close_port(port)
-        raise TimeoutError(f"The RDMA owner at {owner_addr} did not answer {op} in time.") from exc
-    return decode_reply(raw)
+    deadline = time.monotonic() + max(timeout, 0.0)
+    asked = []
+    for addr in addrs:
+        entry = OncePort()
+        port = rt.mailbox.open_port(entry, (addr,))
+        rt.mailbox.post(addr, Control(CONTROL, op, args, port))
+        asked.append((addr, entry, port))
+    answers = []
+    for i, (addr, entry, _port) in enumerate(asked):
+        try:
+            raw = entry.cf.result(timeout=max(deadline - time.monotonic(), 0.0))
+        except concurrent.futures.TimeoutError as exc:
+            for _, _, left in asked[i:]:
+                rt.mailbox.close_port(left)
+            raise TimeoutError(f"The RDMA owner at {addr} did not answer {op} in time.") from exc
+        answers.append(decode_reply(raw))
+    return answers

@@ -1,10 +1,10 @@
-"""The RDMA-specific error: using a buffer after `drop()`."""
+"""The RDMA-specific errors: using a buffer after `drop()`, and a manager that cannot start."""
 
 from __future__ import annotations
 
 from monarch._src.supervision.errors import MonarchError
 
-__all__ = ["RDMABufferDroppedError"]
+__all__ = ["RDMABufferDroppedError", "RdmaInitError"]
 
 
 class RDMABufferDroppedError(MonarchError, RuntimeError):
@@ -12,3 +12,11 @@ class RDMABufferDroppedError(MonarchError, RuntimeError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (RDMABufferDroppedError, self.args)
+
+
+class RdmaInitError(MonarchError, RuntimeError):
+    """A proc's RDMA manager could not start: no usable backend, or a malformed setting such as
+    `rdma_ibverbs_target`. The message says which and what to change."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (RdmaInitError, self.args)

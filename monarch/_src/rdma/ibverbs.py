@@ -1,10 +1,11 @@
 """ibverbs: the probe for a verbs device, and the probe's outcome only (see `verbs.py`).
 
 `probe()` answers whether ibverbs can be used here and, if not, why: the config switch
-`rdma_disable_ibverbs`, no InfiniBand/RoCE device in sysfs, pyverbs missing (it must match the
-system's rdma-core: Debian's `python3-pyverbs`, found in /usr/lib/python3/dist-packages even
-from a virtual environment when its extension modules match this interpreter), or pyverbs
-listing no device. The answer is cached per process; `reset_probe()` clears it.
+`rdma_disable_ibverbs`, a malformed `rdma_ibverbs_target`, no InfiniBand/RoCE device in sysfs,
+pyverbs missing (it must match the system's rdma-core: Debian's `python3-pyverbs`, found in
+/usr/lib/python3/dist-packages even from a virtual environment when its extension modules match
+this interpreter), or pyverbs listing no device. The answer is cached per process;
+`reset_probe()` clears it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sysconfig
 from dataclasses import dataclass
 
 from monarch._src.config import get as config_get
+from monarch._src.rdma.errors import RdmaInitError
 
 __all__ = ["SYSFS_DIR", "Probe", "import_pyverbs", "probe", "reset_probe"]
 
@@ -61,14 +63,28 @@ def probe() -> Probe:
     """Whether ibverbs is usable in this process, and the device or the reason."""
     if config_get("rdma_disable_ibverbs"):
         return Probe(False, "ibverbs is disabled by the config key rdma_disable_ibverbs.")
-    return _probe_system(SYSFS_DIR, device_target(str(config_get("rdma_ibverbs_target"))))
+    try:
+        target = device_target(str(config_get("rdma_ibverbs_target")))
+    except RdmaInitError as exc:  # the manager's start reports it (`readiness.check_settings`)
+        return Probe(False, str(exc))
+    return _probe_system(SYSFS_DIR, target)
 
 
 def device_target(setting: str) -> str | None:
-    """The device named by `rdma_ibverbs_target`: 'nic:<name>' or a bare name; '' is None
-    (the first device)."""
-    name = setting.strip().removeprefix("nic:")
-    return name or None
+    """The device named by `rdma_ibverbs_target`: 'nic:<name>' names it, '' is None (the first
+    device); anything else raises `RdmaInitError` (Monarch's rule: a target says its kind)."""
+    text = setting.strip()
+    if not text:
+        return None
+    name = text.removeprefix("nic:")
+    if name == text or not name:
+        raise RdmaInitError(
+            f'invalid RDMA_IBVERBS_TARGET (`rdma_ibverbs_target` in Python) value "{text}": '
+            f'ibverbs target "{text}" must be `nic:<name>` (e.g. "nic:mlx5_0"); choosing by '
+            "`cpu:<numa>` or `gpu:<ordinal>` is not supported here. Set it to 'nic:<name>', "
+            "or to '' for the first device."
+        )
+    return name
 
 
 @functools.cache

@@ -34,7 +34,7 @@ from monarch._src.rdma.hostinfo import host_identity, process_start_time
 from monarch._src.rdma.memory import Region
 from monarch._src.supervision.errors import SupervisionError
 
-__all__ = ["FORCE_ENV", "PLANES", "Op", "choose_plane", "run_op", "worker_pool"]
+__all__ = ["FORCE_ENV", "PLANES", "Op", "choose_plane", "dropped_error", "run_op", "worker_pool"]
 
 FORCE_ENV = "MONARCH_RDMA_FORCE_PLANE"
 PLANES = ("process_vm", "shm", "tcp", "ibverbs")
@@ -97,7 +97,7 @@ def _owner_gone(h: BufferHandle, why: str) -> SupervisionError:
     )
 
 
-def _dropped(h: BufferHandle) -> RDMABufferDroppedError:
+def dropped_error(h: BufferHandle) -> RDMABufferDroppedError:
     return RDMABufferDroppedError(
         f"{h.describe()} was dropped; its memory may no longer be read or written. "
         "Ask the owner for a new buffer."
@@ -147,7 +147,7 @@ def _stage_remote(h: BufferHandle, to_device: bool, n: int, deadline: float) -> 
         ask(h.owner_addr, "rdma_cuda", (h.buffer_id, h.token, to_device, n),
             deadline - time.monotonic())
     except RDMABufferDroppedError as exc:
-        raise _dropped(h) from exc
+        raise dropped_error(h) from exc
 
 
 def _move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
@@ -172,7 +172,7 @@ def _move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
         try:
             (shm.shm_write if write else shm.shm_read)(h, local, n, remaining)
         except RDMABufferDroppedError as exc:
-            raise _dropped(h) from exc
+            raise dropped_error(h) from exc
     elif plane == "tcp":
         _tcp_move(write, h, local, n, remaining)
     else:
@@ -188,7 +188,7 @@ def _verbs_move(write: bool, h: BufferHandle, local: int, n: int, deadline: floa
     try:
         verbs.verbs_move(write, h.owner_addr, h.ib, local, n, deadline)
     except verbs.VerbsDropped as exc:
-        raise _dropped(h) from exc
+        raise dropped_error(h) from exc
     except verbs.VerbsUnreachable as exc:
         raise _owner_gone(h, f"its queue pair does not answer ({exc})") from exc
 
@@ -201,7 +201,7 @@ def _tcp_move(write: bool, h: BufferHandle, local: int, n: int, timeout: float) 
         (tcp.tcp_write if write else tcp.tcp_read)(h.tcp, h.buffer_id, h.token, local, n, timeout)
     except tcp.TcpDropped as exc:
         if "dropped" in str(exc):
-            raise _dropped(h) from exc
+            raise dropped_error(h) from exc
         raise RuntimeError(f"The owner of {h.describe()} refused the transfer: {exc}") from exc
     except tcp.TcpUnreachable as exc:
         raise _owner_gone(h, f"its data plane is unreachable ({exc})") from exc
@@ -223,19 +223,19 @@ def _vm_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
             if write:
                 vm.readv(h.pid, [w], [slot])
                 if word.value != h.token:
-                    raise _dropped(h)
+                    raise dropped_error(h)
                 vm.writev(h.pid, [(local + off, m)], [(h.addr + off, m)])
             else:
                 # The valid word and the data in one system call: a drop before it is seen here.
                 vm.readv(h.pid, [w, (local + off, m)], [slot, (h.addr + off, m)])
                 if word.value != h.token:
-                    raise _dropped(h)
+                    raise dropped_error(h)
             if moved is not None:
                 moved(m)
         if not write:
             vm.readv(h.pid, [w], [slot])  # a drop during the copy may have changed the bytes
             if word.value != h.token:
-                raise _dropped(h)
+                raise dropped_error(h)
     except vm.VmNoProcess as exc:
         raise _owner_gone(h, "its process has exited") from exc
     except vm.VmFault as exc:
@@ -246,5 +246,5 @@ def _vm_move(write: bool, h: BufferHandle, local: int, n: int, deadline: float,
         except OSError:
             raise _owner_gone(h, "its process has exited") from exc
         if word.value != h.token:
-            raise _dropped(h) from exc
+            raise dropped_error(h) from exc
         raise RuntimeError(f"The memory of {h.describe()} is not mapped in its owner.") from exc

@@ -32,6 +32,9 @@ def install() -> None:
     from monarch._src.debug import agent as debug_agent  # cheap: neither pdb nor torch
 
     debug_agent.install()  # breakpoint(), post-mortem and stack dumps in this process
+    from monarch._src.rdma import readiness  # cheap: neither torch nor sockets until asked
+
+    readiness.install()  # answers `rdma_init`: peers start this process's RDMA manager
 
 
 def _rref(endpoint: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
