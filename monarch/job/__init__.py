@@ -19,7 +19,7 @@ import monarch.actor  # noqa: F401
 from monarch._src.hosts.remote import hosts_from_config
 from monarch._src.job.current import load_current_job, set_current_job
 from monarch._src.job.dask_job import DaskJob
-from monarch._src.job.exec import exec_command, shell
+from monarch._src.job.exec import exec_command
 from monarch._src.job.job import (
     DEFAULT_JOB_PATH,
     JobTrait,
@@ -31,6 +31,7 @@ from monarch._src.job.job import (
 from monarch._src.job.local import LocalJob
 from monarch._src.job.port_forward import PortForwarder
 from monarch._src.job.process import ProcessJob
+from monarch._src.job.shell import shell
 from monarch._src.job.slurm import SlurmJob
 from monarch._src.job.state import JobState
 from monarch._src.job.workspace import SyncReport, sync_workspace

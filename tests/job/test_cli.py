@@ -40,6 +40,25 @@ def monarch(
                           timeout=TIMEOUT, input=stdin)
 
 
+def monarch_session(cwd: pathlib.Path, *args: str, script: str) -> tuple[int, str, str]:
+    """Run `monarch ARGS` with `script` on its input, kept open until the command exits."""
+    out_path, err_path = cwd / "session.out", cwd / "session.err"
+    with open(out_path, "w") as out, open(err_path, "w") as err:
+        proc = subprocess.Popen([MONARCH, *args], cwd=cwd, stdin=subprocess.PIPE, stdout=out,
+                                stderr=err, text=True)
+        assert proc.stdin is not None
+        try:
+            proc.stdin.write(script)
+            proc.stdin.flush()
+            code = proc.wait(timeout=TIMEOUT)
+        finally:
+            proc.stdin.close()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return code, out_path.read_text(), err_path.read_text()
+
+
 @pytest.fixture
 def project(tmp_path: pathlib.Path) -> pathlib.Path:
     (tmp_path / "jobs.py").write_text(JOBS)
@@ -97,13 +116,16 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
         bad = monarch(project, "exec", "--per-host", "gpus", "--", "true")
         assert bad.returncode == 1 and "takes DIM=N" in bad.stderr
 
-        shell = monarch(project, "shell", "--host", "1",
-                        stdin="cd ws\ncat data.txt\necho $MONARCH_SIZE_HOSTS\n")
-        assert shell.returncode == 0 and shell.stdout == "v2\n1\n", shell.stderr
+        # The shell is interactive (a terminal on the host): the input stays open until the
+        # remote shell exits, since end of input hangs the session up.
+        code, out, err = monarch_session(project, "shell", "--host", "1",
+                                         script="cd ws\ncat data.txt\necho size=$MONARCH_SIZE_HOSTS"
+                                         "\nexit 3\n")
+        assert code == 3 and "v2" in out and "size=1" in out, err
         # torchmonarch's spellings: --point, -e
-        pointed = monarch(project, "shell", "--point", "hosts=1", "-e", "Y=8",
-                          stdin="echo $Y\ncat ws/data.txt\n")
-        assert pointed.returncode == 0 and pointed.stdout == "8\nv2\n", pointed.stderr
+        code, out, err = monarch_session(project, "shell", "--point", "hosts=1", "-e", "Y=8",
+                                         script="echo Y=$Y; cat ws/data.txt; exit\n")
+        assert code == 0 and "Y=8" in out and "v2" in out, err
         both = monarch(project, "shell", "--point", "hosts=1", "--host", "1", stdin="")
         assert both.returncode == 2 and "not allowed with argument" in both.stderr
         exclusive = monarch(project, "exec", "--all", "--mesh", "hosts", "--", "true")

@@ -6,10 +6,13 @@ import io
 import os
 import pathlib
 import sys
+import threading
+import time
+from typing import Any
 
 import pytest
 
-from monarch.actor import this_host
+from monarch.actor import ActorError, this_host
 from monarch.job import exec_command, shell, sync_workspace
 
 TIMEOUT = 60.0
@@ -68,18 +71,58 @@ def test_exec_command_empty_command_is_rejected() -> None:
         exec_command(this_host(), "  ").get(timeout=TIMEOUT)
 
 
-def test_shell_runs_lines_and_keeps_directory(tmp_path) -> None:
+def _session(script: bytes, out_path: pathlib.Path, **kwargs: Any) -> tuple[int, str]:
+    """shell() on this host with `script` on a pipe kept open until the shell exits."""
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, script)
+    try:
+        with os.fdopen(read_fd, "r") as inp, open(out_path, "w") as out:
+            code = shell(this_host(), stdin=inp, stdout=out, **kwargs)
+    finally:
+        os.close(write_fd)
+    return code, out_path.read_text()
+
+
+def test_shell_is_one_session_with_rank_variables(tmp_path) -> None:
     (tmp_path / "marker.txt").write_text("x")
-    out = io.StringIO()
-    code = shell(this_host(), stdin=io.StringIO(f"cd {tmp_path}\nls\nfalse\n"), stdout=out)
-    assert out.getvalue() == "marker.txt\n"
-    assert code == 1
+    code, out = _session(b"cd sub 2>/dev/null || cd .; X=5; ls; echo got-$X-$Y-$MONARCH_WORLD_SIZE"
+                         b"; test -t 0 && echo on-a-terminal; exit 4\n",
+                         tmp_path / "out.txt", env={"Y": "6", "SHELL": "/bin/bash"},
+                         workdir=str(tmp_path))
+    # one shell: the variable set before survives; the terminal echoes the input
+    assert code == 4 and "marker.txt" in out and "got-5-6-1" in out
+    assert "on-a-terminal" in out
 
 
-def test_shell_needs_one_host() -> None:
-    procs_host = this_host()
-    with pytest.raises(ValueError, match="exactly one host"):
-        shell(_TwoHosts(procs_host), stdin=io.StringIO(""))
+def test_shell_end_of_input_hangs_up_the_running_command(tmp_path) -> None:
+    read_fd, write_fd = os.pipe()
+    started = tmp_path / "started"
+    os.write(write_fd, f"touch {started}; sleep 60\n".encode())
+
+    def close_when_started() -> None:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.close(write_fd)
+
+    closer = threading.Thread(target=close_when_started)
+    closer.start()
+    begun = time.monotonic()
+    with os.fdopen(read_fd, "r") as inp, open(tmp_path / "out.txt", "w") as out:
+        code = shell(this_host(), stdin=inp, stdout=out, env={"SHELL": "/bin/bash"})
+    closer.join()
+    assert started.exists() and code == 128 + 1  # SIGHUP, as when a terminal closes
+    assert time.monotonic() - begun < 20
+
+
+def test_shell_arguments_are_checked(tmp_path) -> None:
+    with pytest.raises(ValueError, match="singleton HostMesh"):
+        shell(_TwoHosts(this_host()), stdin=io.StringIO(""))
+    with pytest.raises(TypeError, match="terminal or a pipe"):
+        shell(this_host(), stdin=io.StringIO("ls\n"))
+    with open(os.devnull) as inp, open(tmp_path / "out.txt", "w") as out, \
+            pytest.raises(ActorError, match="does not exist on this host"):
+        shell(this_host(), stdin=inp, stdout=out, workdir=str(tmp_path / "missing"))
 
 
 class _TwoHosts:

@@ -1,4 +1,4 @@
-"""`exec_command` and `shell`: run a plain command on the procs of a host mesh.
+"""`exec_command`: run a plain command on the procs of a host mesh (`shell.py` has `shell`).
 
 One `BashActor` per proc starts the command as a child process (a `.py` file runs under the
 proc's interpreter), reads its stdout and stderr line by line and sends each line to a port the
@@ -26,7 +26,6 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from monarch._src.hosts.addresses import free_port
-from monarch._src.job.blocking import wait_for
 from monarch._src.job.torchrun import torch_elastic_env
 from monarch._src.lowlevel import Future
 from monarch._src.mesh.actor import Actor, endpoint
@@ -34,12 +33,10 @@ from monarch._src.mesh.context import current_rank
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.port import Channel, Port
 
-__all__ = ["BashActor", "exec_command", "rank_env", "shell"]
+__all__ = ["BashActor", "exec_command", "rank_env"]
 
 # Bound on stopping the procs that ran a command (and on one line arriving after the reply).
 _STOP_TIMEOUT = 30.0
-# Bound on one command typed into `shell`.
-_COMMAND_TIMEOUT = 24 * 3600.0
 
 
 def rank_env(point: Any) -> dict[str, str]:
@@ -257,71 +254,3 @@ def _run(
 
 def _argv_checked(cmd: str | Sequence[str]) -> str | list[str]:
     return cmd if isinstance(cmd, str) else [str(c) for c in cmd]
-
-
-def shell(
-    host_mesh: HostMesh, *, env: dict[str, str] | None = None, workdir: str | None = None,
-    stdin: TextIO | None = None, stdout: TextIO | None = None,
-) -> int:
-    """An interactive shell on the one host of `host_mesh`: lines read from `stdin` run there.
-
-    Each line runs as one `bash -c` command in the shell's working directory (`cd DIR` changes
-    it); the output comes back as it is produced. Ends on end of input or `exit`; returns the
-    last exit code. A host mesh of more than one host raises `ValueError`.
-    """
-    n = len(host_mesh)
-    if n != 1:
-        raise ValueError(
-            f"shell needs a host mesh of exactly one host, got {n}. Slice one out first, e.g. "
-            "state.hosts.slice(hosts=0)."
-        )
-    inp = stdin if stdin is not None else sys.stdin
-    outp = stdout if stdout is not None else sys.stdout
-    cwd = workdir
-    code = 0
-    interactive = bool(getattr(inp, "isatty", lambda: False)())
-    procs = host_mesh.spawn_procs(name="shell")
-    try:
-        actor = procs.spawn("_BashActor", BashActor)
-        port, receiver = Channel[tuple[int, str, str]].open()
-        while True:
-            if interactive:
-                outp.write("monarch$ ")
-                outp.flush()
-            line = inp.readline()
-            if not line or line.strip() in ("exit", "logout"):
-                break
-            line = line.strip()
-            if not line:
-                continue
-            if line == "cd" or line.startswith("cd "):
-                target = line[2:].strip() or "~"
-                probe = f"cd {cwd} && cd {target} && pwd" if cwd else f"cd {target} && pwd"
-                code, lines = _run_one(actor, port, receiver, probe, env, None)
-                if code == 0 and lines:
-                    cwd = lines[-1][1]
-                else:
-                    for _, text in lines:
-                        outp.write(text + "\n")
-                continue
-            code, lines = _run_one(actor, port, receiver, line, env, cwd, outp)
-        return code
-    finally:
-        wait_for(procs.stop(), _STOP_TIMEOUT)
-
-
-def _run_one(
-    actor: Any, port: Any, receiver: Any, cmd: str, env: dict[str, str] | None,
-    cwd: str | None, sink: TextIO | None = None,
-) -> tuple[int, list[tuple[str, str]]]:
-    """Run one command on a single actor; returns its code and the (kind, line)s it printed."""
-    code = wait_for(actor.run.call_one(cmd, env, cwd, port), _COMMAND_TIMEOUT)
-    # Every line was queued before the reply arrived; the marker posted now comes after them.
-    port.send(None)
-    lines: list[tuple[str, str]] = []
-    while (item := wait_for(receiver.recv(), _STOP_TIMEOUT)) is not None:
-        lines.append((item[1], item[2]))
-        if sink is not None:
-            sink.write(item[2] + "\n")
-            sink.flush()
-    return code, lines

@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Read commands from stdin and run them on the chosen host until end of input."""
+    """Open an interactive shell on the chosen host; returns its exit status."""
     from monarch.tools import cli  # looked up when called: torchmonarch's tests patch it there
 
     point = args.point
@@ -44,7 +44,7 @@ def shell_on_job(mesh_name: str | None, point_str: str | None, env: list[str],
     """The shell on one host of the context's job: the host at `point_str` (`DIM=N,...`, or a
     bare index along the first dimension; default: index 0) of the mesh `mesh_name` (default:
     the job's first), with the `KEY=VALUE` variables of `env`; kills the job at the end when
-    `kill`. Returns the last command's exit code."""
+    `kill`. Returns the shell's exit status."""
     from monarch.job import shell
     from monarch.tools.commands.exec import _dims
 
