@@ -30,6 +30,23 @@ class Paused(Actor):
         return "pong"
 
 
+class StopsThenFails(Actor):
+    """An endpoint that stops at breakpoint(), then raises: debugged post-mortem in the same
+    session."""
+
+    @endpoint
+    def run(self, x: int) -> int:
+        local_value = x + 1
+        breakpoint()  # noqa: T100 - the debugger under test stops here
+        raise ValueError(f"failed after stop {local_value}")
+
+    @endpoint
+    def actor_name(self) -> str:
+        from monarch.actor import context
+
+        return context().actor_instance.actor_id.actor_name
+
+
 class AsyncPaused(Actor):
     """An async endpoint that stops at breakpoint()."""
 

@@ -2,23 +2,29 @@
 
     monarch debug [--host HOST] [--port PORT] [--attach NAME [RANK]]
 
-Without `--attach` it starts a small shell (`monarch_dbg>`): `list` shows paused actors by mesh
-name and rank, `attach NAME [RANK]` (or `attach N`, the N-th listed) hands the terminal to that
-actor's pdb until it continues, `quit` leaves. pdb commands typed while attached run in the
-actor's frame; `continue` resumes the actor. Works on a terminal and with piped input. Which
-client: see `monarch._src.admin.client.find_server`.
+With a client that published its control server in this directory (or `MONARCH_CONTROL_TOKEN`
+set), and without `--attach`, it starts a small shell (`monarch_dbg>`): `list` shows paused
+actors by mesh name and rank, `attach NAME [RANK]` (or `attach N`, the N-th listed) hands the
+terminal to that actor's pdb until it continues, `quit` leaves. pdb commands typed while attached
+run in the actor's frame; `continue` resumes the actor. Works on a terminal and with piped input.
+Which client: see `monarch._src.admin.client.find_server`. With no token for that address, the
+address is taken for the debug controller's terminal server (the client's
+`MONARCH_DEBUG_SERVER_HOST`/`_PORT`, as in torchmonarch's `monarch debug`): its own
+`monarch_dbg>` shell (with `cast` and `continue` to many ranks), whose text this command relays.
 """
 
 from __future__ import annotations
 
 import argparse
+import socket
 import sys
+import threading
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, BinaryIO, TextIO
 
 from monarch._src.admin.client import ControlConnection, Server, find_server, request
 
-__all__ = ["main", "register", "run_debug"]
+__all__ = ["main", "register", "run_debug", "run_terminal"]
 
 _PROMPT = "monarch_dbg> "
 
@@ -40,8 +46,54 @@ def _add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    """Run `monarch debug` with parsed arguments."""
-    return run_debug(find_server(args.host, args.port), args.attach)
+    """Run `monarch debug` with parsed arguments: the control server of a client that
+    published one here (its token), else the debug controller's terminal server at that
+    address, a plain text shell (`monarch_dbg>`) this command only relays."""
+    server = find_server(args.host, args.port)
+    if not server.token and args.attach is None:
+        return run_terminal(server.host, server.port)
+    return run_debug(server, args.attach)
+
+
+def run_terminal(host: str, port: int, stdin: BinaryIO | None = None,
+                 stdout: BinaryIO | None = None) -> int:
+    """Relay lines from `stdin` to the terminal server at host:port and its text to `stdout`
+    until the server closes the connection (after `quit`, or once `stdin` ended); the exit
+    status."""
+    src = stdin if stdin is not None else sys.stdin.buffer
+    dst = stdout if stdout is not None else sys.stdout.buffer
+    try:
+        sock = socket.create_connection((host, port), timeout=5.0)
+    except OSError as exc:
+        sys.stderr.write(f"monarch debug: No monarch client is serving debug/admin requests at "
+                         f"{host}:{port} ({exc}). Start your program (a breakpoint() or "
+                         "debug_controller() starts the server), or pass --host/--port.\n")
+        return 1
+    sock.settimeout(None)
+
+    def forward_input() -> None:
+        try:
+            for line in iter(src.readline, b""):
+                sock.sendall(line)
+        except OSError:
+            return  # the server closed the connection
+        try:
+            sock.shutdown(socket.SHUT_WR)  # end of input: the shell ends, the server closes
+        except OSError:
+            pass
+
+    threading.Thread(target=forward_input, name="monarch-debug-input", daemon=True).start()
+    try:
+        while True:
+            data = sock.recv(65536)
+            if not data:
+                return 0
+            dst.write(data)
+            dst.flush()
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        sock.close()
 
 
 def _list(address: Server) -> list[dict[str, Any]]:
