@@ -29,6 +29,7 @@ PATHS = [
     "monarch._rust_bindings.monarch_hyperactor.pickle",
     "monarch._rust_bindings.monarch_hyperactor.proc",
     "monarch._rust_bindings.monarch_hyperactor.proc_mesh",
+    "monarch._rust_bindings.monarch_hyperactor.pympsc",
     "monarch._rust_bindings.monarch_hyperactor.pytokio",
     "monarch._rust_bindings.monarch_hyperactor.runtime",
     "monarch._rust_bindings.monarch_hyperactor.testing",
@@ -38,6 +39,7 @@ PATHS = [
     "monarch._src.actor.bootstrap",
     "monarch._src.actor.concurrent",
     "monarch._src.actor.logging",
+    "monarch._src.actor.mpsc",
     "monarch._src.actor.pickle",
     "monarch._testing",
 ]

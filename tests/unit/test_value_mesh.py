@@ -241,3 +241,11 @@ def test_value_mesh_indexing_raises_monarchs_type_error() -> None:
     match = re.escape("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")
     with pytest.raises(TypeError, match=match):
         _vm(gpus=2)[0]  # type: ignore[index]
+
+
+def test_value_mesh_is_a_value_with_no_other_attributes_and_plain_subscript() -> None:
+    vm = _vm(hosts=1, gpus=2)
+    with pytest.raises(AttributeError):
+        vm._extra = 1  # type: ignore[attr-defined]
+    assert ValueMesh[int] is ValueMesh  # as on Monarch: the class itself at run time
+    assert pickle.loads(pickle.dumps(vm)).values() == vm.values()

@@ -26,7 +26,15 @@ R = TypeVar("R")
 
 
 class ValueMesh(MeshTrait, Generic[R]):
-    """A value for every point of `shape`, with the mesh protocol (slice, flatten, ...)."""
+    """A value for every point of `shape`, with the mesh protocol (slice, flatten, ...).
+
+    A value, not a container to annotate: no other attributes can be set, and `ValueMesh[T]` is
+    `ValueMesh` itself at run time (as on Monarch)."""
+
+    __slots__ = ("_mesh_shape", "_values")
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return cls
 
     def __init__(self, shape: Shape, values: Sequence[R]) -> None:
         if not isinstance(shape, Shape):
