@@ -67,11 +67,13 @@ bench-quick: $(STAMP)
 # 0.7.0 side by side, from Monarch's mirror (UPSTREAM=DIR: a bare git mirror or a checkout;
 # nothing is fetched, nothing of theirs lands in this checkout): per-file tables on stdout,
 # the report in benchmarks/results/<date>-upstream.json. A measurement, not part of `make test`.
+# pyre-extensions, which upstream's tests import, goes into .venv (torchmonarch depends on it).
 UPSTREAM ?= /work/.mirror/meta-pytorch+monarch/repo
 
 upstream: $(STAMP)
 	bash benchmarks/setup_peer.sh
 	$(PEER_PY) -m pip install -q pytest==9.2.0 pytest-timeout==2.4.0 pytest-asyncio==1.5.0
+	$(PY) -m pip install -q pyre-extensions==0.0.32
 	UPSTREAM=$(UPSTREAM) $(PY) benchmarks/upstream.py
 
 # The guides and the API reference (docs/_build/html/index.html); `make test` builds them too,
