@@ -41,6 +41,10 @@ class Holder(Actor):
     def plain(self) -> int:
         return 1
 
+    @endpoint(propagate="inspect")
+    def absorb(self, t: torch.Tensor) -> None:
+        self.log.append(("absorb", t.tolist()))
+
 
 def test_tensor_argument_arrives_as_local_shard(mesh2: Any) -> None:
     holder = mesh2.spawn("holder_shard", Holder)
@@ -75,6 +79,17 @@ def test_rref_needs_propagate_and_active_mesh(mesh2: Any) -> None:
         holder.scaled.rref(torch.ones(1))
     with mesh2.activate(), pytest.raises(ValueError, match="propagate"):
         holder.plain.rref()
+
+
+def test_rref_of_an_inspect_endpoint_runs_it_in_order_and_gives_none(mesh2: Any) -> None:
+    holder = mesh2.spawn("holder_inspect", Holder)
+    with mesh2.activate():
+        x = torch.ones(2)
+        assert holder.absorb.rref(x) is None
+        x.add_(1)  # after the call in stream order: the actor saw the ones
+        holder.note.broadcast(1)
+        hist = holder.history.call().get(timeout=30)
+    assert [log for _, log in hist.items()] == [[("absorb", [1.0, 1.0]), ("note", 1)]] * 2
 
 
 class Linear(Actor):

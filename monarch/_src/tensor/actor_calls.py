@@ -145,10 +145,13 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     call = casting.target(ep)
     label = call.label
     propagate = call.propagate  # as_endpoint(propagate=...), else the @endpoint's
-    if not callable(propagate):
+    # "inspect": the endpoint's result is not a tensor on the mesh (as on Monarch, the call
+    # runs for its effect and rref gives None).
+    if not callable(propagate) and propagate != "inspect":
         raise ValueError(  # a missing declaration, not a wrong argument type
             f"{label}.rref needs the result's shape: declare the endpoint with "
-            "@endpoint(propagate=fn), where fn maps fake arguments to a fake result."
+            "@endpoint(propagate=fn), where fn maps fake arguments to a fake result, or "
+            "propagate='inspect' for an endpoint whose result is not a tensor (rref gives None)."
         )
     flat, spec = pytree.tree_flatten((args, kwargs))
     # Outside activate() the result lives where the distributed tensors among the arguments
@@ -161,8 +164,10 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
             "`with mesh.activate():`, or pass it a distributed tensor."
         )
     fargs, fkwargs = pytree.tree_unflatten(fakes, spec)
-    with faking():
-        fake_result = propagate(*fargs, **fkwargs)
+    fake_result = None
+    if callable(propagate):
+        with faking():
+            fake_result = propagate(*fargs, **fkwargs)
     mesh = found
     engine = mesh._engine
     actors = call.mesh
