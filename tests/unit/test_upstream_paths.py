@@ -72,6 +72,28 @@ def test_python_task_awaited_inside_task_runs_inline_on_runtime_thread() -> None
     assert not is_tokio_thread()
 
 
+def test_python_task_awaited_on_another_loop_raises_and_future_from_coro_runs_it() -> None:
+    from monarch._rust_bindings.monarch_hyperactor.pytokio import PythonTask
+    from monarch._src.actor.future import Future
+
+    async def on_a_plain_loop() -> None:
+        await PythonTask.sleep(0)
+
+    with pytest.raises(RuntimeError, match="only be awaited in coroutines passed to"):
+        asyncio.run(on_a_plain_loop())
+
+    async def five() -> int:
+        return 5
+
+    async def via_future() -> int:
+        return await Future._from_coro(PythonTask.from_coroutine(five()))
+
+    assert asyncio.run(via_future()) == 5
+    assert Future._from_coro(five()).get(timeout=10) == 5  # a coroutine: on the runtime loop
+    with pytest.raises(TypeError, match="a coroutine or a PythonTask, got int"):
+        Future._from_coro(5)
+
+
 def test_python_task_used_twice_raises_value_error() -> None:
     from monarch._rust_bindings.monarch_hyperactor.pytokio import PythonTask
 

@@ -5,9 +5,10 @@ runtime is one daemon thread running an asyncio loop, started on first use ("mon
 it starts no mailbox, no transport). A `PythonTask` is a not-yet-started coroutine factory:
 `block_on()` runs it there and waits, `spawn()` starts it there and returns a `Shared` (a result
 any number of observers may read), `spawn_handle()` the same as an observe-only `Handle`.
-Awaiting a `PythonTask` inside another task's coroutine runs it inline, as on Monarch; awaited
-from any other asyncio loop (an actor's) it runs on the pytokio loop and the caller's loop awaits
-the result. Blocking calls on the pytokio thread raise `WouldBlockRuntime`.
+Awaiting a `PythonTask` inside another task's coroutine runs it inline, as on Monarch; awaiting
+it on any other asyncio loop (an actor's) raises RuntimeError, as on Monarch: spawn it and await
+the `Shared`, or wrap it with `Future._from_coro`. Blocking calls on the pytokio thread raise
+`WouldBlockRuntime`.
 
 Rejected alternative: running tasks on monarch's own runtime loop. A task that blocks would then
 stall every message of the process, where here it stalls only other pytokio tasks.
@@ -168,8 +169,16 @@ class PythonTask(Generic[T]):
     def __await__(self) -> Generator[Any, None, T]:
         if _on_loop():
             return self._take().__await__()
-        # Awaited from another loop (an actor's, a notebook's): run on the runtime, await there.
-        return asyncio.wrap_future(self._start()).__await__()
+        # As on Monarch: a task is awaited only inside another task; on any other asyncio loop
+        # (an actor's endpoint, a notebook) spawn it, or wrap it with Future._from_coro. The task
+        # is spent (its coroutine closed, so no "never awaited" warning follows the error).
+        self._take().close()
+        raise RuntimeError(
+            "Attempting to __await__ a PythonTask when the asyncio event loop is active. "
+            "PythonTask objects should only be awaited in coroutines passed to "
+            "PythonTask.from_coroutine (or await task.spawn(), or "
+            "Future._from_coro(task))."
+        )
 
     def __repr__(self) -> str:
         return f"<PythonTask {'used' if self._coro is None else 'not started'}>"

@@ -171,6 +171,23 @@ class Future(Generic[T]):
         return fut
 
     @classmethod
+    def _from_coro(cls, coro: Any) -> Future[Any]:
+        """torchmonarch's `Future._from_coro`: the Future of `coro`, a coroutine (run on the
+        runtime loop) or a task object that starts itself with `_start()` (pytokio's
+        `PythonTask`)."""
+        start = getattr(coro, "_start", None)
+        if callable(start):
+            return cls.from_concurrent(start())
+        if not asyncio.iscoroutine(coro):
+            raise TypeError(
+                f"Future._from_coro takes a coroutine or a PythonTask, got "
+                f"{type(coro).__name__}."
+            )
+        from monarch._src.runtime.runtime import get_runtime
+
+        return cls.from_concurrent(get_runtime().submit(coro))
+
+    @classmethod
     def from_value(cls, value: T) -> Future[T]:
         """A Future already done with `value`."""
         cf: concurrent.futures.Future[Any] = Completion()
