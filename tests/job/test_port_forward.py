@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import struct
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -118,3 +119,57 @@ def test_bad_forwards_are_refused(echo: EchoServer) -> None:
         fwd.stop().get(timeout=60)
         one.stop().get(timeout=60)
         two.stop().get(timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_procs_of_a_host_share_one_source_address(echo: EchoServer) -> None:
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    fwd = this_proc().spawn("fwd_shared", PortForwarder)
+    try:
+        port = _free_port()
+        fwd.forward.call_one(procs, echo.port, procs, f"127.0.0.1:{port}").get(timeout=60)
+        payloads = [bytes([i]) * 65536 for i in range(1, 9)]
+        assert [_roundtrip(port, p) for p in payloads] == [b"echo:" + p for p in payloads]
+    finally:
+        fwd.stop().get(timeout=60)
+        procs.stop().get(timeout=60)
+
+
+@pytest.mark.timeout(120)
+def test_a_client_reset_drops_the_services_connection_too() -> None:
+    # The service streams to the client without end; the client resets its connection (RST):
+    # the forward must close the service's connection, which then fails its writes.
+    connected, broken = threading.Event(), threading.Event()
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def stream() -> None:
+        conn, _ = server.accept()
+        connected.set()
+        with conn:
+            try:
+                while True:
+                    conn.sendall(b"x" * 65536)
+            except OSError:
+                broken.set()
+
+    threading.Thread(target=stream, daemon=True).start()
+    procs = this_host().spawn_procs(per_host={"gpus": 2})
+    fwd = this_proc().spawn("fwd_reset", PortForwarder)
+    try:
+        port = _free_port()
+        fwd.forward.call_one(procs.slice(gpus=0), server.getsockname()[1], procs.slice(gpus=1),
+                             f"127.0.0.1:{port}").get(timeout=60)
+        client = socket.create_connection(("127.0.0.1", port), timeout=30)
+        assert connected.wait(30)
+        # An end of stream first, then a reset (linger 0): the forward's side sees the end,
+        # then fails writing; both must reach the service's side.
+        client.shutdown(socket.SHUT_WR)
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()
+        assert broken.wait(30), "the service's connection outlived the client's reset"
+    finally:
+        fwd.stop().get(timeout=60)
+        procs.stop().get(timeout=60)
+        server.close()

@@ -2,7 +2,7 @@
 
 Spawn one `PortForwarder` actor (usually with `this_proc().spawn("fwd", PortForwarder)`) and
 call `forward(dst_procs, dst_port, src_procs, "address:port")`: every proc of `src_procs`
-listens on that address; a connection accepted there is relayed to `127.0.0.1:dst_port` as seen
+listens on that address (procs of one host share it, SO_REUSEPORT); a connection accepted there is relayed to `127.0.0.1:dst_port` as seen
 from the proc of `dst_procs` at the same mesh point. Stopping the `PortForwarder` stops every
 forward it started (listeners closed, open connections aborted).
 
@@ -10,8 +10,8 @@ How bytes travel: per forward, a `_Listener` actor on each source proc and a `_D
 each destination proc. For each accepted connection the listener asks its dialer to connect;
 each side opens a `Channel` and hands the other its `Port`; then each side sends what it reads
 from its socket as `("data", bytes)` messages, `("eof",)` when its reader ends (the other side
-half-closes its writer) and `("abort",)` when its socket fails (the other side drops its
-connection). Ports keep per-sender order, so the byte stream arrives in order.
+half-closes its writer) and `("abort",)` when its socket fails, reading or writing (the other
+side drops its connection). Ports keep per-sender order, so the byte stream arrives in order.
 """
 
 from __future__ import annotations
@@ -74,16 +74,29 @@ class _Relay:
 
     async def _run(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                    send: Any, receive: Any) -> None:
+        # What the other side was last sent about this side's end: None, "eof" or "abort". An
+        # "abort" may follow an "eof": a reset can read as an end of stream before a write
+        # fails on it.
+        told: str | None = None
+        peer_eof = asyncio.get_running_loop().create_future()  # the other side's "eof" arrived
+
+        def tell(kind: str) -> None:
+            nonlocal told
+            if told is None or (told == "eof" and kind == "abort"):
+                told = kind
+                send.send((kind,))
+
         async def outbound() -> None:
             try:
                 while data := await reader.read(_CHUNK):
                     send.send(("data", data))
             except OSError:
-                send.send(("abort",))
+                tell("abort")
                 raise
-            send.send(("eof",))
+            tell("eof")
 
         async def inbound() -> None:
+            # Runs until cancelled: after the other side's "eof" only an "abort" can come.
             while True:
                 kind, *rest = await receive.recv()
                 if kind == "data":
@@ -92,28 +105,39 @@ class _Relay:
                 elif kind == "eof":
                     if writer.can_write_eof():
                         writer.write_eof()
-                    return
-                else:  # "abort": the other side's socket failed
+                    if not peer_eof.done():
+                        peer_eof.set_result(None)
+                else:  # "abort": the other side's connection failed
                     raise ConnectionAbortedError("the other end of the forward failed")
 
-        tasks = [asyncio.ensure_future(outbound()), asyncio.ensure_future(inbound())]
+        out, inb = asyncio.ensure_future(outbound()), asyncio.ensure_future(inbound())
         try:
-            # Done when both directions ended, or as soon as one fails.
-            done, _pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-            failed = any(t.exception() is not None for t in done if not t.cancelled())
-            if failed:
-                writer.transport.abort()
+            # Done when both directions ended (this side's reader and the other side's), or as
+            # soon as either fails.
+            while True:
+                await asyncio.wait([f for f in (out, inb, peer_eof) if not f.done()],
+                                   return_when=asyncio.FIRST_COMPLETED)
+                failed = any(t.done() and not t.cancelled() and t.exception() is not None
+                             for t in (out, inb))
+                if failed:
+                    # A socket failed either way (a write to a client that reset, say): the
+                    # other side drops its connection too.
+                    tell("abort")
+                    writer.transport.abort()
+                    break
+                if out.done() and peer_eof.done():
+                    break
         except asyncio.CancelledError:
             try:
-                send.send(("abort",))
+                tell("abort")
             except Exception:  # noqa: BLE001, S110 - the runtime may be going down
                 pass
             writer.transport.abort()
             raise
         finally:
-            for t in tasks:
+            for t in (out, inb):
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(out, inb, return_exceptions=True)
             writer.close()
 
     async def close(self) -> None:
@@ -158,7 +182,10 @@ class _Listener(Actor):
         point = current_rank()
         self._dialer = dialers.slice(**dict(point)) if len(point.extent) else dialers
         host, port = _split_address(_at(src_address, point))
-        self._server = await asyncio.start_server(self._accepted, host, port, reuse_address=True)
+        # reuse_port: the procs of one host may all listen at the same source address (the
+        # kernel spreads the connections among them).
+        self._server = await asyncio.start_server(self._accepted, host, port, reuse_address=True,
+                                                  reuse_port=True)
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
