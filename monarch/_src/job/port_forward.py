@@ -2,9 +2,10 @@
 
 Spawn one `PortForwarder` actor (usually with `this_proc().spawn("fwd", PortForwarder)`) and
 call `forward(dst_procs, dst_port, src_procs, "address:port")`: every proc of `src_procs`
-listens on that address (procs of one host share it, SO_REUSEPORT); a connection accepted there is relayed to `127.0.0.1:dst_port` as seen
-from the proc of `dst_procs` at the same mesh point. Stopping the `PortForwarder` stops every
-forward it started (listeners closed, open connections aborted).
+listens on that address (procs of one host share it, SO_REUSEPORT); a connection accepted there
+is relayed to `127.0.0.1:dst_port` as seen from the proc of `dst_procs` at the same mesh point.
+Stopping the `PortForwarder` stops every forward it started (listeners closed, open connections
+aborted).
 
 How bytes travel: per forward, a `_Listener` actor on each source proc and a `_Dialer` actor on
 each destination proc. For each accepted connection the listener asks its dialer to connect;
