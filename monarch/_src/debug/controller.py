@@ -125,7 +125,7 @@ class DebugController(Actor):
                 try:
                     await self._task
                 except (DebugIOError, asyncio.CancelledError):
-                    pass
+                    pass  # the replaced terminal's session ended; the new one takes over
             self._debug_io = DebugCliIO(reader, writer)
             self._task = asyncio.get_running_loop().create_task(self._client_shell(writer))
 

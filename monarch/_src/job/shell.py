@@ -176,7 +176,7 @@ def _signal(groups: set[int], sig: int) -> set[int]:
             os.killpg(group, sig)
             alive.add(group)
         except ProcessLookupError:
-            pass
+            pass  # the group is gone already: nothing left to signal
         except PermissionError:
             alive.add(group)
     return alive

@@ -80,7 +80,7 @@ def run_terminal(host: str, port: int, stdin: BinaryIO | None = None,
         try:
             sock.shutdown(socket.SHUT_WR)  # end of input: the shell ends, the server closes
         except OSError:
-            pass
+            pass  # the server closed the connection first: nothing left to end
 
     threading.Thread(target=forward_input, name="monarch-debug-input", daemon=True).start()
     try:
