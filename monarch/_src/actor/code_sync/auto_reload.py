@@ -192,12 +192,12 @@ class Fingerprint:
 def _untracked_roots() -> list[Path]:
     """The standard library's directories, minus site-packages below them."""
     paths = sysconfig.get_paths()
-    return [Path(paths[k]).resolve() for k in ("stdlib", "platstdlib") if k in paths]
+    return [Path(paths[name]).resolve() for name in ("stdlib", "platstdlib") if name in paths]
 
 
 def _site_roots() -> list[Path]:
     paths = sysconfig.get_paths()
-    return [Path(paths[k]).resolve() for k in ("purelib", "platlib") if k in paths]
+    return [Path(paths[name]).resolve() for name in ("purelib", "platlib") if name in paths]
 
 
 class AutoReloader:
