@@ -604,8 +604,6 @@ def test_remote_alloc_allowed_port_range_on_a_worker_bounds_its_procs_ports(
         wait_listening(worker, "127.0.0.1", port)
         hosts = attach_to_workers(workers=[f"tcp://127.0.0.1:{port}"],
                                   ca="trust_all_connections")
-        with pytest.raises(NotImplementedError, match="local host only"):
-            hosts.spawn_procs(per_host={"gpus": 1}, proc_bind=[{"cpus": "0"}])
         with configured(tail_log_lines=2):  # the client's setting reaches the remote host
             procs = hosts.spawn_procs(per_host={"gpus": 2})
         ports = procs.spawn("address", Address).port.call().get(timeout=60)
