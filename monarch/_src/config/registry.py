@@ -379,7 +379,9 @@ _TABLE: tuple[ConfigKey, ...] = (
                  "Write runtime logs to files even on a terminal.", _MESH,
                  "To keep procs' output in files, set enable_file_capture=True."),
     _key("prefix_with_rank", _B, True,
-         "Prefix each forwarded output line with '[<rank>] ', the proc's rank in its mesh.",
+         "Prefix each line of a proc's output with '[<rank>] ' (its rank in its mesh) in the "
+         "files of enable_file_capture and the output tails of failure reports; lines "
+         "forwarded to the client are written as the proc wrote them.",
          _MESH),
     _key("prefix_python_logs_with_actor", _B, True,
          "Prefix Python logging records emitted in actors with '[actor=<name>] '.", _M),
