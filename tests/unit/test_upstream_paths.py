@@ -42,7 +42,28 @@ PATHS = [
     "monarch._src.actor.mpsc",
     "monarch._src.actor.pickle",
     "monarch._testing",
+    "monarch.common.opaque_ref",
+    "monarch.common.stream",
+    "monarch.common.tensor",
+    "monarch.fetch",
+    "monarch.simulator.config",
+    "monarch.simulator.interface",
 ]
+
+
+def test_public_module_paths_give_the_top_level_objects() -> None:
+    # torchmonarch's `monarch` resolves these names from these modules: the same objects.
+    import monarch
+    import monarch.common.stream
+    import monarch.common.tensor
+    import monarch.fetch
+    import monarch.simulator.interface
+
+    assert monarch.fetch.inspect is monarch.inspect
+    assert monarch.fetch.call_on_shard_and_fetch is monarch.call_on_shard_and_fetch
+    assert monarch.common.tensor.reduce is monarch.reduce
+    assert monarch.common.stream.Stream is monarch.Stream
+    assert monarch.simulator.interface.Simulator is monarch.Simulator
 
 
 @pytest.mark.parametrize("path", PATHS)
