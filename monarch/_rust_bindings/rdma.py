@@ -64,7 +64,7 @@ def _ready(handle: Any) -> Ready:
             f"rdma_manager_init must be the Handle of _RdmaManager."
             f"ensure_init_rdma_manager_nonblocking(), not {type(handle).__name__}."
         )
-    return handle._fut
+    return handle.concurrent_future()
 
 
 def _actor_id(client: Any) -> str:

@@ -173,11 +173,11 @@ class Future(Generic[T]):
     @classmethod
     def _from_coro(cls, coro: Any) -> Future[Any]:
         """torchmonarch's `Future._from_coro`: the Future of `coro`, a coroutine (run on the
-        runtime loop) or a task object that starts itself with `_start()` (pytokio's
-        `PythonTask`)."""
-        start = getattr(coro, "_start", None)
-        if callable(start):
-            return cls.from_concurrent(start())
+        runtime loop) or a `PythonTask` (run on the pytokio loop)."""
+        from monarch._src.runtime.pytokio import PythonTask
+
+        if isinstance(coro, PythonTask):
+            return cls.from_concurrent(coro._start())
         if not asyncio.iscoroutine(coro):
             raise TypeError(
                 f"Future._from_coro takes a coroutine or a PythonTask, got "
