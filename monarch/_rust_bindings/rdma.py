@@ -17,6 +17,7 @@ from typing import Any
 from monarch._rust_bindings.monarch_hyperactor.handle import Handle
 from monarch._rust_bindings.monarch_hyperactor.pytokio import PythonTask, Shared
 from monarch._src.lowlevel import Future
+from monarch._src.mesh.native import NativeMesh
 from monarch._src.mesh.proc_mesh import ProcMesh
 from monarch._src.rdma.backend import is_ibverbs_available
 from monarch._src.rdma.buffer import RdmaAction, RdmaBuffer, Ready, check_timeout
@@ -95,6 +96,8 @@ class _RdmaManager:
 
         async def start() -> None:
             mesh = await shared
+            if isinstance(mesh, NativeMesh):  # what ProcMesh._proc_mesh resolves to
+                mesh = mesh.mesh
             if not isinstance(mesh, ProcMesh):
                 raise TypeError(
                     f"ensure_init_rdma_manager_nonblocking needs a Shared that resolves to a "

@@ -447,3 +447,23 @@ def test_actors_never_make_a_client_context_in_their_proc() -> None:
         assert _client_context._val is not None  # the client's own, made by now
     finally:
         pm.stop().get(timeout=60)
+
+
+def test_native_views_resolve_to_the_meshes_regions_once_up() -> None:
+    # torchmonarch's ProcMesh._proc_mesh / HostMesh._hy_host_mesh: tasks resolving to the
+    # Rust-side mesh, whose region code reads; here views of the Python meshes.
+    from monarch._rust_bindings.monarch_hyperactor.proc_mesh import ProcMesh as HyProcMesh
+    from monarch._src.shape import Slice
+
+    host = this_host()
+    pm = host.spawn_procs(per_host={"gpus": 2, "x": 3}, name="viewed")
+    try:
+        assert pm._host_mesh is host
+        assert pm._labels == ["gpus", "x"] and host._labels == tuple(host.region.labels)
+        native = pm._proc_mesh.block_on()
+        assert isinstance(native, HyProcMesh) and native.mesh is pm
+        assert native.region.labels == ["gpus", "x"]
+        assert native.region.slice() == Slice(offset=0, sizes=[2, 3], strides=[3, 1])
+        assert host._hy_host_mesh.block_on().region.slice() == host.region.slice()
+    finally:
+        pm.stop().get(timeout=60)

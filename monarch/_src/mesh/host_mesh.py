@@ -15,10 +15,12 @@ from typing import Any
 
 from monarch._src.mesh import hooks
 from monarch._src.mesh.host_agent import HostAgent
+from monarch._src.mesh.native import NativeMesh, native_view
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.mesh.proc_mesh import ProcMesh, mesh_id
 from monarch._src.runtime.future import Future
-from monarch._src.shape import MeshTrait, Shape, Slice
+from monarch._src.runtime.pytokio import Shared
+from monarch._src.shape import MeshTrait, Region, Shape, Slice
 
 __all__ = ["HostMesh", "StartupThenBootstrap", "current_host"]
 
@@ -207,6 +209,17 @@ class HostMesh(MeshTrait):
         """Resolves to True once every host is connected (remote hosts: raises naming one that
         could not be reached)."""
         return Future.from_concurrent(self._agent.connected(), lambda _: True)
+
+    @property
+    def region(self) -> Region:
+        """The hosts' labels and slice of ranks."""
+        return self._shape.region
+
+    @property
+    def _hy_host_mesh(self) -> Shared[NativeMesh]:
+        """torchmonarch's handle on the mesh's Rust side: resolves to its `NativeMesh` (the
+        region) once every host is connected (`mesh/native.py`)."""
+        return native_view(self, self._agent.connected())
 
     def shutdown(self) -> Future[None]:
         """Stop every proc of these hosts; the host mesh cannot be used afterwards."""

@@ -22,12 +22,14 @@ from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
+from monarch._src.mesh.native import NativeMesh, native_view
 from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.progress import Progress
+from monarch._src.runtime.pytokio import Shared
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
@@ -394,6 +396,23 @@ class ProcMesh(MeshTrait):
         ("procs up: 1/4", `ProcTable.report_progress`) while someone waits on this."""
         self._table.report_progress()
         return Future.from_concurrent(self._table.ready, lambda _: True)
+
+    @property
+    def _proc_mesh(self) -> Shared[NativeMesh]:
+        """torchmonarch's handle on the mesh's Rust side: resolves to its `NativeMesh` (the
+        region) once every proc is up (`mesh/native.py`)."""
+        return native_view(self, self._table.ready)
+
+    @property
+    def _labels(self) -> list[str]:
+        """The dimension names, as a list (torchmonarch's ProcMesh gives a list where its
+        HostMesh gives a tuple)."""
+        return list(self._shape.labels)
+
+    @property
+    def _host_mesh(self) -> HostMesh | None:
+        """The host mesh `spawn_procs` was called on (None for a mesh received from elsewhere)."""
+        return self._host
 
     def stop(self, reason: str = "stopped by client") -> Future[None]:
         """Stop every actor and proc of this mesh. Only the owner's mesh can be stopped."""

@@ -208,6 +208,11 @@ class Shared(Generic[T]):
         return shared
 
     @classmethod
+    def from_concurrent(cls, fut: concurrent.futures.Future[T]) -> Shared[T]:
+        """A `Shared` of `fut`, completed by whatever completes it."""
+        return cls._over(fut)
+
+    @classmethod
     def from_value(cls, value: T) -> Shared[T]:
         """A `Shared` already completed with `value`."""
         fut: concurrent.futures.Future[T] = concurrent.futures.Future()

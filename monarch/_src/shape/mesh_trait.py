@@ -39,8 +39,8 @@ class MeshTrait(ABC):
         return self._trait_shape().ndslice
 
     @property
-    def _labels(self) -> tuple[str, ...]:
-        """The dimension names of this mesh (by default those of `_shape`)."""
+    def _labels(self) -> Sequence[str]:
+        """The dimension names of this mesh (by default a tuple of those of `_shape`)."""
         return tuple(self._trait_shape().labels)
 
     def _trait_shape(self) -> Shape:

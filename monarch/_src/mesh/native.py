@@ -1,0 +1,56 @@
+"""What torchmonarch's meshes hold as their Rust side, for code that reads it.
+
+On Monarch `ProcMesh._proc_mesh` and `HostMesh._hy_host_mesh` are tasks that resolve to the
+Rust mesh once the procs (hosts) are up, and code reads its `region`. Here the Python mesh is
+the whole mesh; `native_view` gives the same shape of answer: a `Shared` that resolves, when
+the mesh is up, to a `NativeMesh` whose `region` is the mesh's own (and whose `mesh` is the
+mesh), or fails as the mesh's `initialized` does.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from typing import Any
+
+from monarch._src.runtime.pytokio import Shared
+from monarch._src.shape import MeshTrait, Region
+
+__all__ = ["NativeMesh", "native_view"]
+
+
+class NativeMesh:
+    """A mesh seen as Monarch's Rust-side mesh: its `region` (labels and slice of ranks)."""
+
+    __slots__ = ("mesh",)
+
+    def __init__(self, mesh: Any = None) -> None:
+        if not isinstance(mesh, MeshTrait):
+            raise TypeError(
+                "A Rust-side mesh is not made directly here: it is what a mesh's `_proc_mesh` "
+                "(or a host mesh's `_hy_host_mesh`) resolves to. Get a proc mesh from "
+                "this_host().spawn_procs(per_host={...})."
+            )
+        self.mesh: Any = mesh  # a ProcMesh or HostMesh
+
+    @property
+    def region(self) -> Region:
+        return self.mesh._shape.region  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        return f"<NativeMesh of {self.mesh!r}>"
+
+
+def native_view(mesh: Any, ready: concurrent.futures.Future[Any]) -> Shared[NativeMesh]:
+    """A `Shared` resolving to `NativeMesh(mesh)` once `ready` does (its exception if it fails)."""
+    view: concurrent.futures.Future[NativeMesh] = concurrent.futures.Future()
+
+    def settle(done: concurrent.futures.Future[Any]) -> None:
+        if done.cancelled():
+            view.set_exception(RuntimeError(f"{mesh!r} was stopped before it came up"))
+        elif done.exception() is not None:
+            view.set_exception(done.exception())
+        else:
+            view.set_result(NativeMesh(mesh))
+
+    ready.add_done_callback(settle)
+    return Shared.from_concurrent(view)
