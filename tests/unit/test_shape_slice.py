@@ -137,8 +137,12 @@ def test_slice_zero_size_dim_is_empty() -> None:
 # -- lookups ------------------------------------------------------------------------------------
 
 
-def test_slice_getitem_negative_counts_from_end() -> None:
-    assert Slice.new_row_major([2, 3])[-1] == 5
+def test_slice_getitem_negative_position_is_a_type_error_as_monarch() -> None:
+    s = Slice.new_row_major([2, 3])
+    with pytest.raises(TypeError, match=r"position -1 is negative.*s\[len\(s\) - 1\]"):
+        s[-1]
+    assert s[len(s) - 1] == 5
+    assert s[-2:] == (4, 5)  # a Python slice of positions may count from the end
 
 
 def test_slice_getitem_out_of_range_raises_index_error() -> None:

@@ -162,12 +162,19 @@ class Slice:
     def __getitem__(self, index: slice) -> tuple[int, ...]: ...
 
     def __getitem__(self, index: SupportsIndex | slice) -> int | tuple[int, ...]:
-        """The global rank at row-major position `index` (negative counts from the end).
+        """The global rank at row-major position `index` (0 .. len - 1: as on Monarch a negative
+        position is a TypeError, positions being unsigned).
 
-        A Python slice of positions gives the tuple of their ranks, as on Monarch.
+        A Python slice of positions gives the tuple of their ranks (negative bounds allowed), as
+        on Monarch.
         """
         if isinstance(index, slice):
             return tuple(self.get(i) for i in range(*index.indices(self._len)))
+        if operator.index(index) < 0:
+            raise TypeError(
+                f"Slice position {operator.index(index)} is negative: positions are unsigned "
+                f"(0 to {self._len - 1}); use s[len(s) - 1] for the last rank."
+            )
         return self.get(index)
 
     def get(self, index: SupportsIndex) -> int:
