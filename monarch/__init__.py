@@ -26,7 +26,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "Extent": ("monarch._src.shape", "Extent"),
     "Shape": ("monarch._src.shape", "Shape"),
     "NDSlice": ("monarch._src.shape", "NDSlice"),
-    "Selection": ("monarch._src.tensor.unsupported", "Selection"),
+    "Selection": ("monarch._src.shape.selection", "Selection"),
     "Future": ("monarch._src.runtime.future", "Future"),
     "remote": ("monarch._src.tensor.remote", "remote"),
     "call_on_shard_and_fetch": ("monarch._src.tensor.remote", "call_on_shard_and_fetch"),

@@ -1,6 +1,6 @@
-"""torchmonarch's `monarch_hyperactor.selection`: `Selection` (the tensor engine's name, which
-raises on use with what to do instead: slice meshes with `mesh.slice(**dims)`)."""
+"""torchmonarch's `monarch_hyperactor.selection`: `Selection`, a parsed selection expression
+(`monarch._src.shape.selection`)."""
 
-from monarch._src.tensor.unsupported import Selection
+from monarch._src.shape.selection import Selection
 
 __all__ = ["Selection"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["Selection", "function_resolvers", "grad_function", "grad_generator", "timer",
+__all__ = ["function_resolvers", "grad_function", "grad_generator", "timer",
            "world_mesh"]
 
 # Hooks that map remote-function paths to callables; this version resolves "module.function"
@@ -17,13 +17,6 @@ function_resolvers: list[Any] = []
 
 def _missing(name: str, instead: str) -> NoReturn:
     raise NotImplementedError(f"monarch.{name} is not available in this version; {instead}")
-
-
-class Selection:
-    """Monarch's cast-selection algebra (not provided)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        _missing("Selection", "slice meshes with mesh.slice(**dims) instead.")
 
 
 def grad_generator(*args: Any, **kwargs: Any) -> NoReturn:
