@@ -394,3 +394,33 @@ def test_proc_bind_pins_procs_on_remote_hosts_and_names_a_binding_they_cannot_ho
             bad.spawn("never", Affinity).cpus.call().get(timeout=30)
     finally:
         hosts.shutdown().get(timeout=30)
+
+
+def test_alias_address_gives_the_worker_its_bind_half_and_clients_the_dial_half() -> None:
+    from monarch._src.hosts.addresses import parse_worker_address
+
+    alias = "tcp://10.0.0.5:26600@tcp://0.0.0.0:26600"
+    assert parse_worker_address(alias) == ("tcp", "10.0.0.5", 26600)
+    assert parse_worker_address(alias, wildcard=True) == ("tcp", "0.0.0.0", 26600)
+    with pytest.raises(ValueError, match="more than one '@'"):
+        parse_worker_address(alias + "@tcp://0.0.0.0:1")
+    with pytest.raises(ValueError, match="is a wildcard"):  # a dial half must be dialable
+        parse_worker_address("tcp://0.0.0.0:26600@tcp://0.0.0.0:26600")
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_started_with_an_alias_is_attached_through_it() -> None:
+    port = free_port("127.0.0.1")
+    alias = f"tcp://127.0.0.1:{port}@tcp://0.0.0.0:{port}"
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "monarch._src.hosts.worker_cli", "--address", alias],
+        env=worker_env(), stdin=subprocess.DEVNULL, cwd=REPO)
+    try:
+        wait_listening(worker, "127.0.0.1", port)
+        hosts = attach_to_workers(ca=TRUST, workers=[alias])
+        got = hosts.spawn_procs(per_host={"gpus": 1}).spawn("w", Where).where.call().get(timeout=30)
+        assert [_host(v[1]) for _, v in got.items()] == ["127.0.0.1"]
+        hosts.shutdown().get(timeout=30)
+        assert worker.wait(timeout=20) == 0
+    finally:
+        end_processes([worker])

@@ -28,11 +28,22 @@ def parse_worker_address(
     """Split a worker address `tcp://host:port` (or `tls://`, or bare `host:port`) into
     (scheme, host, port), the scheme being `tls` whenever `enable_tls` is on; ValueError saying
     what is accepted otherwise. `wildcard` admits
-    `0.0.0.0` (a worker listening on every interface), never a client's dial address."""
+    `0.0.0.0` (a worker listening on every interface), never a client's dial address.
+
+    An alias `DIAL@BIND` (`tcp://10.0.0.5:26600@tcp://0.0.0.0:26600`, as on Monarch: a worker
+    behind NAT advertises one address and binds another) gives its listening half with
+    `wildcard` (the worker's side) and its dial half without (a client's); both are checked."""
     if not isinstance(address, str):
         raise TypeError(f"{what}: a worker address must be a str such as 'tcp://host:26600'; "
                         f"got {type(address).__name__} {address!r}.")
     text = address.strip()
+    if "@" in text:
+        dial, _, bind = text.partition("@")
+        if "@" in bind:
+            raise ValueError(f"{what}: worker address {address!r} has more than one '@'; an "
+                             "alias is 'DIAL@BIND', e.g. 'tcp://10.0.0.5:26600@tcp://0.0.0.0:26600'.")
+        parse_worker_address(dial if wildcard else bind, what=what, wildcard=not wildcard)
+        return parse_worker_address(bind if wildcard else dial, what=what, wildcard=wildcard)
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "tcp", text
