@@ -259,8 +259,11 @@ def test_python_message_kinds_compare_by_value() -> None:
     assert PythonMessageKind.Result(1) != PythonMessageKind.Exception(1)
     call = PythonMessageKind.CallMethod(MethodSpecifier.ReturnsResponse("f"), None)
     assert call.name.name == "f" and call.response_port is None
-    msg = PythonMessage(PythonMessageKind.Result(None), b"xy", [])
-    assert bytes(msg.message) == b"xy" and msg.kind.rank is None
+    msg = PythonMessage(PythonMessageKind.Result(None), pickle.dumps("xy"), [])
+    # As on Monarch: no raw payload attribute; decode() is the way in.
+    assert msg.decode() == "xy" and msg.kind.rank is None and not hasattr(msg, "message")
+    with pytest.raises(ValueError, match="refs must be empty here"):
+        PythonMessage(PythonMessageKind.Result(None), b"", ["a mesh"])
     with pytest.raises(TypeError, match="abstract"):
         PythonMessageKind()
 
@@ -294,7 +297,7 @@ def test_rust_pickle_state_unpickles_to_equal_object() -> None:
     assert state.unpickle() == {"n": [1, 2]}
     assert pickle.loads(state.buffer()) == {"n": [1, 2]}
     message = PendingMessage(PythonMessageKind.Result(0), state).resolve().get(timeout=30)
-    assert pickle.loads(message.message) == {"n": [1, 2]}
+    assert message.decode() == {"n": [1, 2]}
 
 
 def test_panicking_function_raises_base_exception_not_exception() -> None:

@@ -8,6 +8,7 @@ that builds them (tests, custom ports) gets real objects with the same fields, a
 
 from __future__ import annotations
 
+import pickle as _pickle
 from collections.abc import Awaitable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -166,9 +167,11 @@ for _cls, _name in (
 
 
 class PythonMessage:
-    """A message: its kind, the pickled payload and the mesh references carried beside it."""
+    """A message: its kind and the pickled payload, read back only through `decode()` (as on
+    Monarch, where `decode()` also reunites the mesh references carried beside the payload;
+    here meshes travel inside it, so `refs` is always empty)."""
 
-    __slots__ = ("kind", "message", "refs")
+    __slots__ = ("_payload", "kind", "refs")
 
     def __init__(
         self, kind: PythonMessageKind, message: FrozenBuffer | bytes, refs: list[Any]
@@ -177,15 +180,22 @@ class PythonMessage:
             raise TypeError(
                 f"PythonMessage kind must be a PythonMessageKind, not {type(kind).__name__}."
             )
+        if list(refs):
+            raise ValueError(
+                "PythonMessage refs must be empty here: meshes are pickled inside the payload, "
+                "not carried beside it. Pickle the object with "
+                "monarch._rust_bindings.monarch_hyperactor.pickle.pickle(...) instead."
+            )
         self.kind = kind
-        self.message = message if isinstance(message, FrozenBuffer) else FrozenBuffer(message)
-        self.refs = list(refs)
+        self._payload = message if isinstance(message, FrozenBuffer) else FrozenBuffer(message)
+        self.refs: list[Any] = []
+
+    def decode(self) -> Any:
+        """The object the payload holds."""
+        return _pickle.loads(bytes(self._payload))
 
     def __repr__(self) -> str:
-        return (
-            f"PythonMessage(kind={self.kind!r}, message={bytes(self.message)!r}, "
-            f"refs={self.refs!r})"
-        )
+        return f"PythonMessage(kind={self.kind!r}, {len(bytes(self._payload))} bytes)"
 
 
 class PortProtocol(Generic[R], Protocol):
