@@ -20,7 +20,8 @@ home module, where its documentation lives:
   kinds, `encode`/`decode` of payloads.
 * The runtime (`runtime/runtime.py`): `get_runtime()`, `runtime_if_started()`, `Runtime` (its
   `shutdown_hooks`, control handlers), `on_start` (functions run on every runtime this process
-  starts: where features register their control operations), `routable_ip()`.
+  starts: where features register their control operations; `install_on_start(hook)` registers
+  one and runs it on the runtime already running), `routable_ip()`.
 * Host agents (`mesh/host_agent.py`): the `HostAgent` protocol and the registry of this process's
   live agents (`agents()`, `register`, `forget`), each with `snapshot() -> list[PlacedTable]`.
 * Rank state (`mesh/rank_state.py`): `RankState`, `Health`, `proc_rank_state`,
@@ -90,6 +91,7 @@ from monarch._src.runtime.progress import (
 from monarch._src.runtime.runtime import (
     Runtime,
     get_runtime,
+    install_on_start,
     on_start,
     routable_ip,
     runtime_if_started,
@@ -153,6 +155,7 @@ __all__ = [
     "format_bytes",
     "get_runtime",
     "hooks",
+    "install_on_start",
     "loop_running_here",
     "mesh_id",
     "on_start",

@@ -28,8 +28,7 @@ from monarch._src.lowlevel import (
     Runtime,
     decode_reply,
     get_runtime,
-    on_start,
-    runtime_if_started,
+    install_on_start,
 )
 
 __all__ = ["StackDump", "dump_stacks", "install", "install_stacks", "python_stacks"]
@@ -167,9 +166,4 @@ def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> 
 def install() -> None:
     """Answer `stacks` requests in this process (idempotent): in the runtime already running,
     if any, and in every runtime started later. The debug agent's `install()` calls it."""
-    if install_stacks in on_start:
-        return
-    on_start.append(install_stacks)
-    rt = runtime_if_started()
-    if rt is not None:
-        install_stacks(rt)
+    install_on_start(install_stacks)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.admin import stacks
-from monarch._src.lowlevel import Runtime, on_start, runtime_if_started
+from monarch._src.lowlevel import Runtime, install_on_start, runtime_if_started
 from monarch._src.mesh import hosted
 from monarch._src.mesh.context import current_hosted
 
@@ -130,9 +130,4 @@ def install() -> None:
     """Install the debugger and the stack dumps in this process (idempotent): in the runtime
     already running, if any, and in every runtime started later."""
     stacks.install()
-    if install_debug_agent in on_start:
-        return
-    on_start.append(install_debug_agent)
-    rt = runtime_if_started()
-    if rt is not None:  # installed after the runtime started
-        install_debug_agent(rt)
+    install_on_start(install_debug_agent)

@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
-from monarch._src.lowlevel import Runtime, get_runtime, on_start, proc_table, runtime_if_started
+from monarch._src.lowlevel import Runtime, get_runtime, install_on_start, proc_table
 from monarch._src.rdma.control import LazyPool, ask_all
 from monarch._src.rdma.errors import RdmaInitError
 
@@ -118,9 +118,4 @@ def _install_agent(rt: Runtime) -> None:
 def install() -> None:
     """Answer `rdma_init` in this process (idempotent): in the runtime already running, if
     any, and in every runtime started later."""
-    if _install_agent in on_start:
-        return
-    on_start.append(_install_agent)
-    rt = runtime_if_started()
-    if rt is not None:
-        _install_agent(rt)
+    install_on_start(_install_agent)

@@ -29,6 +29,17 @@ _runtime: Runtime | None = None
 on_start: list[Callable[[Runtime], None]] = []
 
 
+def install_on_start(hook: Callable[[Runtime], None]) -> None:
+    """Call `hook(rt)` with the runtime already running, if any, and with every runtime started
+    later (idempotent: a hook already registered is left as it is)."""
+    if hook in on_start:
+        return
+    on_start.append(hook)
+    rt = _runtime
+    if rt is not None:  # installed after the runtime started
+        hook(rt)
+
+
 class Runtime:
     """The mailbox of this process and the loop that drives it."""
 
