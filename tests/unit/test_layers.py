@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "monarch"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"shape", "config", "supervision"}),
+    frozenset({"shape", "config", "supervision", "telemetry"}),
     frozenset({"transport"}),
     frozenset({"runtime"}),
     frozenset({"mesh"}),
