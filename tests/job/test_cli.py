@@ -74,7 +74,7 @@ def test_cli_apply_exec_workspace_kill_on_process_job(project: pathlib.Path) -> 
     applied = monarch(project, "apply", "jobs.py:two_hosts")
     assert applied.returncode == 0, applied.stderr
     job = job_load(str(project / ".monarch" / "job_state.pkl"))
-    workers = [w for ws in job._workers.values() for w in ws]
+    workers = list(job._host_to_pid.values())
     try:
         assert len(workers) == 2 and all(alive(p, a) for p, a in workers)
 

@@ -21,7 +21,7 @@ class Where(Actor):
 
 
 def _worker_pids(job: ProcessJob) -> list[tuple[int, str]]:
-    return [w for ws in job._workers.values() for w in ws]
+    return [tuple(w) for w in job._host_to_pid.values()]
 
 
 @pytest.mark.timeout(120)
@@ -127,7 +127,7 @@ def test_process_job_batch_script_must_exist(tmp_path, monkeypatch) -> None:
     job = ProcessJob({"trainers": 1})
     with pytest.raises(FileNotFoundError, match="'missing.py' does not exist"):
         job.apply("missing.py")
-    assert not job.active and job._workers == {}  # nothing was started
+    assert not job.active and job._host_to_pid == {}  # nothing was started
 
 
 @pytest.mark.timeout(90)
@@ -147,8 +147,36 @@ def test_process_job_retries_a_worker_whose_port_was_taken(monkeypatch) -> None:
     job = ProcessJob({"solo": 1})
     try:
         job.apply()
-        ((pid, address),) = job._workers["solo"]
+        pid, address = job._host_to_pid["solo_0"]
         assert address != f"tcp://127.0.0.1:{taken}" and alive(pid, address)
     finally:
         job.kill()
         squatter.close()
+
+
+class Pid(Actor):
+    @endpoint
+    def pid(self) -> int:
+        return os.getpid()
+
+
+@pytest.mark.timeout(120)
+def test_process_job_each_state_is_its_own_host_mesh_and_stop_keeps_the_other() -> None:
+    # As on Monarch: every state() attaches anew, so two states are two host meshes over the
+    # same workers, and stopping one ends only the procs it spawned.
+    job = ProcessJob({"hosts": 2})
+    try:
+        first = job.state(cached_path=None).hosts
+        second = job.state(cached_path=None).hosts
+        assert first is not second
+        mine = first.spawn_procs(name="first").spawn("pid", Pid).pid.call().get(timeout=TIMEOUT)
+        theirs = second.spawn_procs(name="second").spawn("pid", Pid)
+        their_pids = sorted(theirs.pid.call().get(timeout=TIMEOUT).values())
+        first.stop().get(timeout=TIMEOUT)
+        for pid in mine.values():
+            with pytest.raises(ProcessLookupError):
+                os.kill(pid, 0)
+        assert sorted(theirs.pid.call().get(timeout=TIMEOUT).values()) == their_pids
+        second.shutdown().get(timeout=TIMEOUT)
+    finally:
+        job.kill()

@@ -4,8 +4,12 @@ Each worker runs `run_worker_loop_forever` on its own `tcp://127.0.0.1:<port>` a
 transport is Dask's comm layer, which has tcp and tls but no ipc sockets, so the contract's
 `ipc://<tmpdir>/<mesh>_<i>` paths become loopback ports). Workers are started in their own
 sessions so they outlive the process that applied the job (`monarch apply`, then `monarch exec`
-from another shell); the pickled job keeps their pids and addresses, and `can_run` checks that
-they are still the same processes.
+from another shell); the pickled job keeps their pids and addresses (`_host_to_pid`, keyed
+`<mesh>_<i>` as on Monarch, so a subclass's `_create` may start the workers its own way), and
+`can_run` checks that they are still the same processes.
+
+Each `state()` attaches anew, as Monarch's does: two states of one job are two host meshes over
+the same workers, and stopping one stops only its own procs.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from monarch._src.hosts.addresses import free_port
 from monarch._src.job.blocking import shutdown_quietly
 from monarch._src.job.job import JobTrait
 from monarch._src.job.local import check_client_script, launch_batch_client
+from monarch._src.job.login import ProcessState
 from monarch._src.job.pids import alive, kill_workers, spawn_detached, wait_listening
 from monarch._src.job.state import JobState
 from monarch._src.lowlevel import Progress
@@ -63,14 +68,15 @@ class ProcessJob(JobTrait):
         super().__init__()
         self._meshes = check_meshes("ProcessJob", meshes)
         self._env = dict(env or {})
-        # Mesh name -> [(pid, address)], filled by _create; empty while not running.
-        self._workers: dict[str, list[tuple[int, str]]] = {}
+        # "<mesh>_<i>" -> the worker of host i of that mesh, filled by _create; empty while not
+        # running.
+        self._host_to_pid: dict[str, ProcessState] = {}
         self._log_dir: str | None = None  # where worker stdout/stderr go
         self.batch_pid: int | None = None  # the batch client's supervisor, in batch mode
         self._init_live()
 
     def _init_live(self) -> None:
-        self._live_hosts: dict[str, Any] = {}  # HostMeshes attached in this process
+        self._live_hosts: list[Any] = []  # every HostMesh state() attached in this process
 
     @property
     def log_dir(self) -> str | None:
@@ -83,8 +89,8 @@ class ProcessJob(JobTrait):
             isinstance(spec, ProcessJob)
             and spec._meshes == self._meshes
             and spec._env == self._env
-            and bool(self._workers)
-            and all(alive(pid, addr) for ws in self._workers.values() for pid, addr in ws)
+            and bool(self._host_to_pid)
+            and all(alive(pid, addr) for pid, addr in self._host_to_pid.values())
         )
 
     def _create(self, client_script: str | None) -> None:
@@ -117,14 +123,14 @@ class ProcessJob(JobTrait):
                 ready[slot] = worker
                 progress.update(len(ready))
             for name, i in slots:
-                self._workers.setdefault(name, []).append(ready[(name, i)])
+                self._host_to_pid[f"{name}_{i}"] = ProcessState(*ready[(name, i)])
             progress.close(detail=f"worker hosts up (logs in {self._log_dir})")
             if client_script is not None:
                 self.batch_pid = launch_batch_client(self, client_script, supervise=True)
         except BaseException as exc:
             progress.close(exc)
             kill_workers(started)
-            self._workers = {}
+            self._host_to_pid = {}
             raise
 
     def _start_worker(self, name: str, index: int, env: dict[str, str]) -> tuple[int, str]:
@@ -137,13 +143,15 @@ class ProcessJob(JobTrait):
     def _state(self) -> JobState:
         from monarch._src.job.attach import attach_job_workers
 
-        for name, workers in self._workers.items():
-            if name not in self._live_hosts:
-                self._live_hosts[name] = attach_job_workers([a for _, a in workers], name)
-        return JobState({name: self._live_hosts[name] for name in self._meshes})
+        hosts = {}
+        for name, count in self._meshes.items():
+            addresses = [self._host_to_pid[f"{name}_{i}"].channel for i in range(count)]
+            hosts[name] = attach_job_workers(addresses, name)
+            self._live_hosts.append(hosts[name])
+        return JobState(hosts)
 
     def _kill(self) -> None:
-        shutdown_quietly(self._live_hosts.values())
-        self._live_hosts = {}
-        kill_workers([w for ws in self._workers.values() for w in ws])
-        self._workers = {}
+        shutdown_quietly(self._live_hosts)
+        self._live_hosts = []
+        kill_workers(list(self._host_to_pid.values()))
+        self._host_to_pid = {}

@@ -8,18 +8,21 @@ cluster. This layer reaches the hosts layer and the features only through hook s
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import os
+import socket
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from monarch._src.mesh import hooks
-from monarch._src.mesh.host_agent import HostAgent
+from monarch._src.mesh.host_agent import HostAgent, PlacedTable
 from monarch._src.mesh.native import NativeMesh, native_view
 from monarch._src.mesh.ownership import owner_key, tree
-from monarch._src.mesh.proc_mesh import ProcMesh, mesh_id
+from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable, mesh_id
 from monarch._src.runtime.future import Future
-from monarch._src.runtime.pytokio import Shared
+from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.shape import MeshTrait, Region, Shape, Slice
 
 __all__ = ["HostMesh", "StartupThenBootstrap", "current_host"]
@@ -60,6 +63,9 @@ class HostMesh(MeshTrait):
     _state: _HostState
     _python: str | None
     _workspace_ok: bool
+    # torchmonarch's handle on the Rust-side mesh: resolves to the NativeMesh (the region) once
+    # the hosts are connected; None once shutdown() was called on this mesh.
+    _inner_host_mesh: Shared[NativeMesh] | None
 
     @classmethod
     def from_agent(cls, agent: HostAgent, shape: Shape, owned: bool) -> HostMesh:
@@ -72,6 +78,8 @@ class HostMesh(MeshTrait):
         hm._state = _HostState()
         hm._python = None  # interpreter the procs run (None: the host's own)
         hm._workspace_ok = owned  # sync_workspace is for the mesh as attached, not slices
+        hm._inner_host_mesh = native_view(hm, agent.connected())
+        _agents_by_token[id(agent)] = agent
         return hm
 
     @property
@@ -84,9 +92,23 @@ class HostMesh(MeshTrait):
         return self._mesh_shape
 
     def _new_with_shape(self, shape: Shape) -> HostMesh:
+        if shape.region == self.region:
+            return self
         hm = HostMesh.from_agent(self._agent, shape, owned=False)
         hm._state = self._state
         hm._python = self._python
+        # The slice's native view is the owner's, sliced: at once if the owner's has resolved,
+        # else once it does (Monarch's pending path).
+        whole = self._hy_host_mesh
+        region = shape.region
+        resolved = whole.poll()
+        if resolved is not None:
+            hm._inner_host_mesh = Shared.from_value(resolved.sliced(region))
+        else:
+            async def slice_when_resolved() -> NativeMesh:
+                return (await whole).sliced(region)
+
+            hm._inner_host_mesh = PythonTask.from_coroutine(slice_when_resolved()).spawn()
         return hm
 
     def spawn_procs(
@@ -98,7 +120,7 @@ class HostMesh(MeshTrait):
         bootstrap_command: Any = None,
     ) -> ProcMesh:
         """Start procs on every host: dims are the host dims, then `per_host`'s; never blocks."""
-        if self._state.shut_down:
+        if self._state.shut_down or self._inner_host_mesh is None:
             raise RuntimeError("HostMesh has already been shut down")
         per_host = dict(per_host or {})
         labels = list(self._mesh_shape.labels)
@@ -173,6 +195,7 @@ class HostMesh(MeshTrait):
             path = os.path.abspath(path)
         hm = HostMesh.from_agent(self._agent, self._mesh_shape, owned=self._owned)
         hm._state = self._state
+        hm._inner_host_mesh = self._inner_host_mesh
         hm._python = path
         hm._workspace_ok = self._workspace_ok
         return hm
@@ -218,16 +241,22 @@ class HostMesh(MeshTrait):
     @property
     def _hy_host_mesh(self) -> Shared[NativeMesh]:
         """torchmonarch's handle on the mesh's Rust side: resolves to its `NativeMesh` (the
-        region) once every host is connected (`mesh/native.py`)."""
-        return native_view(self, self._agent.connected())
+        region) once every host is connected (`mesh/native.py`); RuntimeError once this mesh
+        was shut down."""
+        if self._inner_host_mesh is None:
+            raise RuntimeError("HostMesh has already been shut down")
+        return self._inner_host_mesh
 
     def shutdown(self) -> Future[None]:
         """Stop every proc of these hosts; the host mesh cannot be used afterwards."""
         if not self._owned:
             raise RuntimeError("cannot shut down `HostMesh` that is a reference instead of owned")
-        if self._state.shut_down:
+        if self._state.shut_down or self._inner_host_mesh is None:
             raise RuntimeError("HostMesh has already been shut down")
         self._state.shut_down = True
+        # Dropped at once (Monarch drops it when the shutdown ends): no use of this mesh may
+        # start while its procs are being stopped.
+        self._inner_host_mesh = None
         return Future.from_concurrent(self._agent.shutdown())
 
     def stop(self) -> Future[None]:
@@ -237,6 +266,8 @@ class HostMesh(MeshTrait):
         return Future.from_concurrent(self._agent.stop_all())  # remote hosts stay attached
 
     async def __aenter__(self) -> HostMesh:
+        if self._state.shut_down or self._inner_host_mesh is None:
+            raise RuntimeError("HostMesh has already been shut down")
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
@@ -264,7 +295,13 @@ class HostMesh(MeshTrait):
         return hash((id(self._agent), self._mesh_shape))
 
     def __reduce__(self) -> tuple[Any, ...]:
-        raise TypeError("HostMesh references cannot be sent to other actors in this version.")
+        # A pickled host mesh is a reference: whoever unpickles it may spawn procs on the same
+        # hosts but not stop or shut them down (`_unpickle`).
+        where = _HostsRef(
+            origin_pid=os.getpid(), token=id(self._agent), local=self._agent.is_local,
+            machine=socket.gethostname(), shut_down=self._state.shut_down,
+        )
+        return _unpickle, (where, self._mesh_shape, self._python)
 
     def __repr__(self) -> str:
         # Monarch's default object repr, under its module path (no extent in it).
@@ -276,6 +313,98 @@ class _HostState:
 
     def __init__(self) -> None:
         self.shut_down = False  # True once shutdown() was called on the owner
+
+
+# The host agents of this process's host meshes, by id, for host meshes pickled and unpickled
+# within this process (an actor of the controller handed one): they refer to the same agent.
+# Weak: a reference keeps no agent alive once its meshes are gone.
+_agents_by_token: weakref.WeakValueDictionary[int, HostAgent] = weakref.WeakValueDictionary()
+
+
+class _HostsRef:
+    """Where a pickled host mesh's hosts are: enough to find them again when unpickled."""
+
+    def __init__(self, origin_pid: int, token: int, local: bool, machine: str,
+                 shut_down: bool) -> None:
+        self.origin_pid = origin_pid  # the process whose agent runs the hosts
+        self.token = token  # id() of that agent there
+        self.local = local  # the hosts are the origin's own machine (its fork server)
+        self.machine = machine  # the origin's host name
+        self.shut_down = shut_down  # the mesh had been shut down when it was pickled
+
+
+def _unpickle(where: _HostsRef, shape: Shape, python: str | None) -> HostMesh:
+    """A host mesh sent to another actor, as a reference (never owned).
+
+    In the process that pickled it, it is the same hosts. Elsewhere, the hosts of the sender's
+    own machine (`this_host()`, a slice of it) are this machine's hosts when the receiver runs on
+    that machine, as on Monarch where every proc of a host shares it. Hosts the sender attached
+    from a cluster are served to one client at a time, the sender: spawning on them from here is
+    refused, saying so.
+    """
+    agent: HostAgent | None = None
+    if where.origin_pid == os.getpid():
+        agent = _agents_by_token.get(where.token)
+    elif where.local and where.machine == socket.gethostname():
+        agent = hooks.local_host.require()()
+    if agent is None:
+        agent = UnreachableHosts(where)
+    hm = HostMesh.from_agent(agent, shape, owned=False)
+    hm._python = python
+    hm._state.shut_down = where.shut_down
+    return hm
+
+
+def _refused(why: str) -> concurrent.futures.Future[None]:
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    done.set_exception(RuntimeError(why))
+    return done
+
+
+class UnreachableHosts:
+    """The `HostAgent` of a host mesh unpickled where its hosts cannot be driven from: hosts
+    attached by another process (served to that client only) or another machine's own hosts.
+    It has no procs; spawning raises saying why and what to do."""
+
+    is_local = False
+
+    def __init__(self, where: _HostsRef) -> None:
+        kind = "its own machine's hosts" if where.local else "the hosts it attached"
+        self.why = (
+            f"This HostMesh was sent from process {where.origin_pid} on {where.machine}, and "
+            f"{kind} can only be driven by that process. Spawn the procs there and send the "
+            "ProcMesh or ActorMesh instead."
+        )
+
+    def spawn_procs(
+        self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
+        python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
+    ) -> ProcTable:
+        raise RuntimeError(self.why)
+
+    def connected(self) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def stop_all(self) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def shutdown(self) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
+        return _refused(self.why)
+
+    def snapshot(self) -> list[PlacedTable]:
+        return []
+
+    def live_addresses(self) -> list[str]:
+        return []
 
 
 def current_host() -> HostMesh:

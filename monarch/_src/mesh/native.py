@@ -4,7 +4,8 @@ On Monarch `ProcMesh._proc_mesh` and `HostMesh._hy_host_mesh` are tasks that res
 Rust mesh once the procs (hosts) are up, and code reads its `region`. Here the Python mesh is
 the whole mesh; `native_view` gives the same shape of answer: a `Shared` that resolves, when
 the mesh is up, to a `NativeMesh` whose `region` is the mesh's own (and whose `mesh` is the
-mesh), or fails as the mesh's `initialized` does.
+mesh), or fails as the mesh's `initialized` does. `NativeMesh.sliced(region)` is the view a
+slice of the mesh resolves to (`HostMesh._new_with_shape`, as Monarch slices its Rust mesh).
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ __all__ = ["NativeMesh", "native_view"]
 class NativeMesh:
     """A mesh seen as Monarch's Rust-side mesh: its `region` (labels and slice of ranks)."""
 
-    __slots__ = ("mesh",)
+    __slots__ = ("_region", "mesh")
 
-    def __init__(self, mesh: Any = None) -> None:
+    def __init__(self, mesh: Any = None, region: Region | None = None) -> None:
         if not isinstance(mesh, MeshTrait):
             raise TypeError(
                 "A Rust-side mesh is not made directly here: it is what a mesh's `_proc_mesh` "
@@ -31,10 +32,17 @@ class NativeMesh:
                 "this_host().spawn_procs(per_host={...})."
             )
         self.mesh: Any = mesh  # a ProcMesh or HostMesh
+        self._region = region  # a slice's region; None: the whole mesh's
 
     @property
     def region(self) -> Region:
+        if self._region is not None:
+            return self._region
         return self.mesh._shape.region  # type: ignore[no-any-return]
+
+    def sliced(self, region: Region) -> NativeMesh:
+        """The view of the part of this mesh that `region` (of the mesh's ranks) names."""
+        return NativeMesh(self.mesh, region)
 
     def __repr__(self) -> str:
         return f"<NativeMesh of {self.mesh!r}>"
