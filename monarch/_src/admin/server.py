@@ -1,12 +1,17 @@
-"""The root client's control server: what `monarch debug`, `monarch stacks` and `monarch top`
-talk to from another terminal.
+"""The root client's control server: what `monarch debug`, `monarch stacks`, `monarch top`,
+`monarch why` and HTTP clients of the mesh admin API (`curl`, the dashboard) talk to.
 
 A threaded TCP server on the `mesh_admin_addr` config key ('host:port'), else on
 `MONARCH_DEBUG_SERVER_HOST` (default `localhost`) and `MONARCH_DEBUG_SERVER_PORT` (default 27000;
-when that port is taken, any free one). Its address
-is published in `.monarch/controller-<pid>.json` under the client's working directory (removed
-at exit), which is how the CLI finds a client without flags. The protocol is JSON lines, one
-request per connection; every request carries the server's token (`"token": t`):
+when that port is taken, any free one); one per process (`ControlServer.start` returns the one
+running). It starts with the debugger (`debug_controller()`, a breakpoint) or the admin API
+(`job.enable_admin()`, `_spawn_admin`). Its address, token and admin URL are published in
+`.monarch/controller-<pid>.json` under the client's working directory (removed at exit), which
+is how the CLI finds a client without flags.
+
+Each connection speaks one of two protocols, told apart by its first line: an HTTP request line
+is the mesh admin API (`http.py`); a JSON object is a control request (JSON lines, one request
+per connection), which carries the server's token (`"token": t`):
 
 * `{"op": "list"}` -> `{"sessions": [...]}` (paused actors)
 * `{"op": "attach", "name": n, "rank": r}` -> a stream of `{"out": text, "input": bool}`; the
@@ -19,11 +24,12 @@ own threads, apart from the runtime loop, so a slow client never delays message 
 
 Whoever may send requests can run code in any actor (a debugger), so every request must carry
 the token: 32 random bytes made when the server starts and written only to the published file,
-which is created with mode 0600 (readable by its owner alone). A request without it gets no
-answer: the connection is closed, and the refusal logged with the peer's address. With TLS on
-(`enable_tls`), the server speaks mutual TLS with the configured certificates
-(`transport.tls.ssl_contexts`), so the token never crosses the network in clear. It listens on
-loopback by default; binding another interface is the user's explicit choice.
+which is created with mode 0600 (readable by its owner alone), and into the admin URL the job
+returns. A request without it gets no answer (HTTP: 401): the refusal is logged with the
+peer's address. With TLS on (`enable_tls`), the server speaks mutual TLS with the configured
+certificates (`transport.tls.ssl_contexts`), for both protocols, so the token never crosses the
+network in clear. It listens on loopback by default; binding another interface is the user's
+explicit choice.
 """
 
 from __future__ import annotations
@@ -99,6 +105,11 @@ class _Handler(socketserver.StreamRequestHandler):
             line = self.rfile.readline()
             if not line:
                 return
+            if not line.lstrip().startswith(b"{"):  # an HTTP request line: the admin API
+                from monarch._src.admin.http import serve_http
+
+                serve_http(self, line)
+                return
             try:
                 request = json.loads(line)
             except ValueError:
@@ -121,8 +132,16 @@ class _Handler(socketserver.StreamRequestHandler):
         except OSError as exc:  # the client went away, or failed the TLS handshake
             logger.debug("monarch: control client dropped: %s", exc)
 
+    def _debugger(self) -> Any:
+        controller = self.server.controller
+        if controller is None:
+            raise RuntimeError("This client has no debugger running: call "
+                               "monarch.actor.debug_controller() in it (a breakpoint() in an "
+                               "actor starts it too).")
+        return controller
+
     def _op_list(self, request: dict[str, Any]) -> None:
-        self._send({"sessions": [s.to_dict() for s in self.server.controller.sessions()]})
+        self._send({"sessions": [s.to_dict() for s in self._debugger().sessions()]})
 
     def _op_snapshot(self, request: dict[str, Any]) -> None:
         from monarch._src.admin.model import collect
@@ -139,7 +158,7 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _op_attach(self, request: dict[str, Any]) -> None:
         rank = request.get("rank")
-        session = self.server.controller.session(request.get("name"),
+        session = self._debugger().session(request.get("name"),
                                                  None if rank is None else int(rank))
         if not session.claim.acquire(timeout=1.0):
             self._send({"error": f"Another debugger is attached to {session.info.display}."})
@@ -169,7 +188,8 @@ class _Handler(socketserver.StreamRequestHandler):
 class _TCPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
-    controller: Any
+    controller: Any  # the DebugClient serving list/attach; None until a debugger starts
+    url: str  # the admin HTTP API's base URL, token included (see http.py)
     token: str  # what every request must carry
     ssl_context: ssl.SSLContext | None  # mutual TLS, when it is on
 
@@ -188,46 +208,70 @@ def _server_class(host: str) -> type[_TCPServer]:
 
 
 class ControlServer:
-    """The running server: its address and the file that publishes it."""
+    """The running server: its address and the file that publishes it. One per process."""
 
     def __init__(self, server: _TCPServer, host: str, path: str) -> None:
         self._server = server
         self.host = host
         self.port: int = server.server_address[1]
         self.path = path  # the published address file
+        self.token = server.token
+        self.url = server.url  # the admin HTTP API's base URL (token in its path)
         self._thread = threading.Thread(target=server.serve_forever, name="monarch-control-server",
                                         daemon=True)
         self._thread.start()
 
     @classmethod
+    def running(cls) -> ControlServer | None:
+        """This process's server, if it serves."""
+        return _running
+
+    @classmethod
     def start(cls, controller: Any, host: str | None = None,
               port: int | None = None) -> ControlServer:
-        """Listen (on the env's or default address unless given) and publish the address."""
-        env_host, env_port = server_address_from_env()
-        host = host or env_host
-        port = env_port if port is None else port
-        server_class = _server_class(host)
-        try:
-            server = server_class((host, port), _Handler)
-        except OSError as exc:
-            if port == 0:
-                raise
-            logger.warning("monarch: debug server port %s:%s is taken (%s); using a free port",
-                           host, port, exc)
-            server = server_class((host, 0), _Handler)
-        from monarch._src.lowlevel import ssl_contexts, tls_enabled
+        """Listen (on the configured or default address unless given) and publish the address;
+        the server already running in this process if there is one (it takes `controller` if it
+        had none: the admin API may start before the debugger)."""
+        global _running
+        with _running_lock:
+            if _running is not None:
+                if controller is not None and _running._server.controller is None:
+                    _running._server.controller = controller
+                return _running
+            env_host, env_port = server_address_from_env()
+            host = host or env_host
+            port = env_port if port is None else port
+            server_class = _server_class(host)
+            try:
+                server = server_class((host, port), _Handler)
+            except OSError as exc:
+                if port == 0:
+                    raise
+                logger.warning("monarch: debug server port %s:%s is taken (%s); using a free port",
+                               host, port, exc)
+                server = server_class((host, 0), _Handler)
+            from monarch._src.lowlevel import ssl_contexts, tls_enabled
 
-        server.controller = controller
-        server.token = secrets.token_hex(32)
-        server.ssl_context = ssl_contexts()[0] if tls_enabled() else None
-        path = _publish(host, server.server_address[1], server.token,
-                        server.ssl_context is not None)
-        cs = cls(server, host, path)
-        atexit.register(cs.close)
-        return cs
+            server.controller = controller
+            server.token = secrets.token_hex(32)
+            server.ssl_context = ssl_contexts()[0] if tls_enabled() else None
+            scheme = "https" if server.ssl_context is not None else "http"
+            shown = socket.gethostname() if host in ("", "::", "0.0.0.0") else host
+            shown = f"[{shown}]" if ":" in shown else shown
+            server.url = f"{scheme}://{shown}:{server.server_address[1]}/{server.token}"
+            path = _publish(host, server.server_address[1], server.token,
+                            server.ssl_context is not None, server.url)
+            cs = cls(server, host, path)
+            atexit.register(cs.close)
+            _running = cs
+            return cs
 
     def close(self) -> None:
         """Stop serving and remove the address file."""
+        global _running
+        with _running_lock:
+            if _running is self:
+                _running = None
         self._server.shutdown()
         self._server.server_close()
         try:
@@ -238,6 +282,10 @@ class ControlServer:
             os.rmdir(os.path.dirname(self.path))  # the folder goes with the last file in it
         except OSError:
             pass  # other controllers' files (or the user's) are still there
+
+
+_running_lock = threading.Lock()
+_running: ControlServer | None = None  # this process's server, while it serves
 
 
 def sweep_dead(directory: str) -> None:
@@ -255,7 +303,7 @@ def sweep_dead(directory: str) -> None:
             pass  # swept by another controller first, or not this user's to remove
 
 
-def _publish(host: str, port: int, token: str, tls: bool) -> str:
+def _publish(host: str, port: int, token: str, tls: bool, url: str) -> str:
     """Write the server's address and token to `.monarch/controller-<pid>.json`, readable by
     this user only (created 0600, then renamed into place)."""
     directory = os.path.join(os.getcwd(), ".monarch")
@@ -269,6 +317,7 @@ def _publish(host: str, port: int, token: str, tls: bool) -> str:
         pass  # none left: the usual case
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"host": host, "port": port, "pid": os.getpid(), "token": token, "tls": tls}, f)
+        json.dump({"host": host, "port": port, "pid": os.getpid(), "token": token, "tls": tls,
+                   "admin_url": url}, f)
     os.replace(tmp, path)
     return path

@@ -91,7 +91,7 @@ def python_stacks(rt: Runtime | None = None, skip_current: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _py_spy(pid: int) -> tuple[str | None, str]:
+def _py_spy(pid: int, as_json: bool = False) -> tuple[str | None, str]:
     from monarch._src.config import duration_seconds, get as config_get
 
     configured = str(config_get("pyspy_bin"))
@@ -105,8 +105,8 @@ def _py_spy(pid: int) -> tuple[str | None, str]:
         return None, "not installed"
     timeout = duration_seconds("mesh_admin_pyspy_timeout")
     try:
-        done = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
-                              timeout=timeout)
+        done = subprocess.run([exe, "dump", "--pid", str(pid), *(["--json"] if as_json else [])],
+                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return None, f"timed out after {timeout:g} s (mesh_admin_pyspy_timeout)"
     except OSError as exc:
@@ -122,10 +122,11 @@ def _venv_py_spy() -> str | None:
     return candidate if os.access(candidate, os.X_OK) else None
 
 
-def _dump(rt: Runtime | None, use_py_spy: bool, skip_current: bool) -> StackDump:
+def _dump(rt: Runtime | None, use_py_spy: bool, skip_current: bool,
+          as_json: bool = False) -> StackDump:
     proc_id = rt.proc_id if rt is not None else f"pid-{os.getpid()}"
     python = python_stacks(rt, skip_current)
-    spy, note = _py_spy(os.getpid()) if use_py_spy else (None, "not requested")
+    spy, note = _py_spy(os.getpid(), as_json) if use_py_spy else (None, "not requested")
     return StackDump(proc_id, os.getpid(), python, spy, note)
 
 
@@ -134,10 +135,11 @@ def install_stacks(rt: Runtime) -> None:
 
     def stacks(peer: str, args: tuple[Any, ...], reply: Any) -> None:
         use_py_spy = bool(args[0]) if args else True
+        as_json = bool(args[1]) if len(args) > 1 else False
 
         def answer() -> None:
             try:
-                rt.mailbox.reply(reply, _dump(rt, use_py_spy, True))
+                rt.mailbox.reply(reply, _dump(rt, use_py_spy, True, as_json))
             except Exception as exc:  # answer the asker rather than leave it waiting
                 rt.mailbox.reply_error(reply, RuntimeError(f"stack dump failed: {exc}"))
 
@@ -146,14 +148,16 @@ def install_stacks(rt: Runtime) -> None:
     rt.mailbox.control["stacks"] = stacks
 
 
-def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> StackDump:
-    """Ask the process at `address` for its stacks; raises `TimeoutError` after `timeout` s."""
+def dump_stacks(address: str, *, py_spy: bool = True, py_spy_json: bool = False,
+                timeout: float = 30.0) -> StackDump:
+    """Ask the process at `address` for its stacks (py-spy's as its JSON with `py_spy_json`);
+    raises `TimeoutError` after `timeout` s."""
     rt = get_runtime()
     if address == rt.address:
-        return _dump(rt, py_spy, False)
+        return _dump(rt, py_spy, False, py_spy_json)
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (address,))
-    rt.mailbox.post(address, Control(CONTROL, "stacks", (py_spy,), port))
+    rt.mailbox.post(address, Control(CONTROL, "stacks", (py_spy, py_spy_json), port))
     try:
         reply = entry.cf.result(timeout=timeout)
     except TimeoutError:
@@ -164,6 +168,10 @@ def dump_stacks(address: str, *, py_spy: bool = True, timeout: float = 30.0) -> 
 
 
 def install() -> None:
-    """Answer `stacks` requests in this process (idempotent): in the runtime already running,
-    if any, and in every runtime started later. The debug agent's `install()` calls it."""
+    """Answer `stacks` and `introspect` requests in this process (idempotent): in the runtime
+    already running, if any, and in every runtime started later. The debug agent's `install()`
+    calls it."""
+    from monarch._src.admin.introspect import install_introspect
+
     install_on_start(install_stacks)
+    install_on_start(install_introspect)
