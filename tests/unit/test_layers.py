@@ -47,8 +47,9 @@ LAYERS: tuple[frozenset[str], ...] = (
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 FEATURES = LAYERS[RANK["tensor"]]
 # The feature-to-feature imports allowed (a DAG): the simulator is a tensor engine, SPMD jobs
-# are jobs, the debugger is served by the admin control server.
-FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}}
+# are jobs, the debugger is served by the admin control server, a job starts its admin API
+# (`enable_admin`).
+FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}, "job": {"admin"}}
 # torchmonarch's private paths of monarch.actor: thin re-export modules that import the facade
 # first (its import-time effects), facades by role; and of monarch.rdma's Python API, which sits
 # over the binding layer (`monarch._rust_bindings.rdma`) as on Monarch.

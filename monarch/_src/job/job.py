@@ -13,6 +13,7 @@ running status.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
 import pickle
 import uuid
@@ -40,11 +41,30 @@ class TelemetryConfig:
         self.options = dict(kwargs)
 
 
+@dataclasses.dataclass
 class MeshAdminConfig:
-    """Settings of the mesh admin endpoint; accepted for compatibility, nothing is started."""
+    """Settings of the mesh admin HTTP API that `enable_admin` starts at the next `state()`.
 
-    def __init__(self, **kwargs: Any) -> None:
-        self.options = dict(kwargs)
+    `admin_addr`: where it listens, 'host:port' or '[v6]:port' (port 0: any free one); None:
+    the `mesh_admin_addr` config key, else `MONARCH_DEBUG_SERVER_HOST`/`_PORT` (loopback by
+    default). The API is served by the client's control server, so a client serves one address.
+    """
+
+    admin_addr: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.admin_addr is not None:
+            from monarch._src.admin.server import parse_admin_addr
+
+            if not isinstance(self.admin_addr, str):
+                raise TypeError(f"MeshAdminConfig.admin_addr must be a 'host:port' string or "
+                                f"None, got {type(self.admin_addr).__name__}.")
+            try:
+                parse_admin_addr(self.admin_addr)
+            except ValueError:
+                raise ValueError(f"MeshAdminConfig.admin_addr must be 'host:port' (e.g. "
+                                 f"'localhost:1729' or '[::]:0'), got {self.admin_addr!r}."
+                                 ) from None
 
 
 class JobTrait(abc.ABC):
@@ -53,6 +73,7 @@ class JobTrait(abc.ABC):
     def __init__(self) -> None:
         self._status = "not_running"  # "running" between a successful apply() and kill()
         self._apply_id: str | None = None  # uuid4 hex of the last apply(); kept by dump/load
+        self._admin_config: MeshAdminConfig | None = None  # set by enable_admin
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -130,7 +151,7 @@ class JobTrait(abc.ABC):
         Called by subclasses' `__init__` and after unpickling, where they are never present.
         """
 
-    # -- observability (accepted, not implemented) --------------------------------------------
+    # -- observability --------------------------------------------------------------------------
 
     def enable_telemetry(
         self, config: TelemetryConfig | None = None, *, mesh_admin_config: Any = None, **kw: Any
@@ -139,8 +160,30 @@ class JobTrait(abc.ABC):
         return self
 
     def enable_admin(self, config: MeshAdminConfig | None = None, **kw: Any) -> JobTrait:
-        """Accepted for compatibility: no admin endpoint is started. Returns the job."""
+        """Serve the mesh admin HTTP API from the next `state()` on, and set `state.admin_url`
+        (`monarch._src.admin`: `/v1/root`, `/v1/tree`, `/v1/why`, ...). `config` is a
+        `MeshAdminConfig`, or its fields are given as keywords. Returns the job."""
+        if config is not None and kw:
+            raise TypeError(
+                f"{type(self).__name__}.enable_admin takes a MeshAdminConfig or its fields as "
+                f"keywords, not both (got config and {sorted(kw)}).")
+        if config is not None and not isinstance(config, MeshAdminConfig):
+            raise TypeError(f"{type(self).__name__}.enable_admin expected a MeshAdminConfig, "
+                            f"got {type(config).__name__}.")
+        unknown = sorted(set(kw) - {f.name for f in dataclasses.fields(MeshAdminConfig)})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}.enable_admin got unknown settings "
+                            f"{unknown}; MeshAdminConfig has only admin_addr.")
+        self._admin_config = config if config is not None else MeshAdminConfig(**kw)
         return self
+
+    def _start_admin(self, state: JobState) -> None:
+        """With `enable_admin`: serve the admin API (once per process) and fill `admin_url`."""
+        config: MeshAdminConfig | None = self.__dict__.get("_admin_config")
+        if config is not None:
+            from monarch._src.admin.spawn import start_admin
+
+            state.admin_url = start_admin(config.admin_addr).url
 
     def remote_mount(self, source: str, mntpoint: str | None = None, meshes: Any = None,
                      python_exe: str = ".venv/bin/python", **kw: Any) -> None:
