@@ -101,7 +101,10 @@ class HostMesh(MeshTrait):
         # else once it does (Monarch's pending path).
         whole = self._hy_host_mesh
         region = shape.region
-        resolved = whole.poll()
+        try:
+            resolved = whole.poll()
+        except Exception:  # a failed view: the slice's fails the same way, when awaited
+            resolved = None
         if resolved is not None:
             hm._inner_host_mesh = Shared.from_value(resolved.sliced(region))
         else:

@@ -29,7 +29,7 @@ from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.progress import Progress
-from monarch._src.runtime.pytokio import Shared
+from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
@@ -294,6 +294,9 @@ class ProcMesh(MeshTrait):
     _owned: bool  # only the owned mesh may be stopped
     _id: str  # shared by slices and references: the key of the owner's registry
     _owner_addr: str  # the owner's process, which serves references (`fetch_proc_mesh`)
+    # torchmonarch's handle on the Rust-side mesh (`_proc_mesh`), once read or set; None: the
+    # default view, resolving when the table is ready. Pickling waits for it; spawn does not.
+    _native: Shared[NativeMesh] | None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -321,6 +324,7 @@ class ProcMesh(MeshTrait):
         pm._owned = owned
         pm._id = mesh_id or f"{name}-{uuid.uuid4().hex[:8]}"
         pm._owner_addr = owner_addr or get_runtime().address
+        pm._native = None
         if owned:
             _registry[pm._id] = pm
             if table.extent is None:
@@ -334,10 +338,28 @@ class ProcMesh(MeshTrait):
         return self._mesh_shape
 
     def _new_with_shape(self, shape: Shape) -> ProcMesh:
-        return ProcMesh._create(
+        pm = ProcMesh._create(
             self._table, shape, host=self._host, name=self._name, owned=False,
             mesh_id=self._id, owner_addr=self._owner_addr,
         )
+        whole = self._native
+        if whole is not None:
+            # A view someone set (or read): the slice's is it, sliced, at once if it resolved,
+            # else once it does (Monarch's pending path). Unset, the slice's default view is
+            # the same thing, made on first use.
+            region = shape.region
+            try:
+                resolved = whole.poll()
+            except Exception:  # a failed view: the slice's fails the same way, when awaited
+                resolved = None
+            if resolved is not None:
+                pm._native = Shared.from_value(resolved.sliced(region))
+            else:
+                async def slice_when_resolved() -> NativeMesh:
+                    return (await whole).sliced(region)
+
+                pm._native = PythonTask.from_coroutine(slice_when_resolved()).spawn()
+        return pm
 
     def _check_usable(self, mesh_name: str, endpoint: str, ranks: list[int]) -> None:
         """Raise if the procs at global `ranks` were stopped or died."""
@@ -400,8 +422,15 @@ class ProcMesh(MeshTrait):
     @property
     def _proc_mesh(self) -> Shared[NativeMesh]:
         """torchmonarch's handle on the mesh's Rust side: resolves to its `NativeMesh` (the
-        region) once every proc is up (`mesh/native.py`)."""
-        return native_view(self, self._table.ready)
+        region) once every proc is up (`mesh/native.py`). Settable, as on Monarch: pickling the
+        mesh waits for whatever it holds; spawning actors does not."""
+        if self._native is None:
+            self._native = native_view(self, self._table.ready)
+        return self._native
+
+    @_proc_mesh.setter
+    def _proc_mesh(self, native: Shared[NativeMesh]) -> None:
+        self._native = native
 
     @property
     def _labels(self) -> list[str]:
@@ -489,6 +518,10 @@ class ProcMesh(MeshTrait):
         await asyncio.wrap_future(self._host._agent.set_log_level(self._table, level))
 
     def __reduce__(self) -> tuple[Any, ...]:
+        # A sent mesh names procs that are up: wait for the mesh's native view (by default, the
+        # table's readiness, which the table's own pickling waits for too).
+        if self._native is not None:
+            self._native.block_on()
         return (_rebuild_proc_mesh, (self._table, self._mesh_shape, self._name, self._id,
                                      self._owner_addr))
 
@@ -571,6 +604,9 @@ def this_proc() -> ProcMesh:
             table, Shape([], Slice(offset=0, sizes=[], strides=[])), host=None, name="this_proc",
             owned=False,
         )
+        # Served to this process's own actors as any proc mesh (`context().actor_instance.
+        # proc_mesh` of a controller running here), though nobody owns it to stop it.
+        _registry[_this_proc._id] = _this_proc
     return _this_proc
 
 
