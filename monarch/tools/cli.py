@@ -19,7 +19,8 @@ __all__ = ["COMMANDS", "build_parser", "get_parser", "main", "shell_on_job"]
 
 # Subcommand modules under monarch.tools.commands, in the order `--help` lists them.
 COMMANDS: tuple[str, ...] = (
-    "apply", "exec", "kill", "shell", "context", "worker", "debug", "stacks", "top", "dashboard",
+    "apply", "exec", "kill", "shell", "context", "worker", "debug", "stacks", "top", "why",
+    "dashboard",
 )
 
 

@@ -10,14 +10,19 @@ monarch's configuration, for the TLS files): the CLI does not start a monarch ru
 
 from __future__ import annotations
 
+import argparse
 import glob
 import json
 import os
 import socket
+import urllib.error
+import urllib.parse
+import urllib.request
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-__all__ = ["TOKEN_ENV", "ControlConnection", "Server", "find_server", "request"]
+__all__ = ["TOKEN_ENV", "ControlConnection", "Server", "add_target_arguments", "admin_get",
+           "admin_url_of", "find_server", "request", "target_of"]
 
 _CONNECT_TIMEOUT = 5.0
 TOKEN_ENV = "MONARCH_CONTROL_TOKEN"
@@ -163,3 +168,69 @@ def request(server: Server, msg: dict[str, Any], timeout: float = 60.0) -> dict[
     """Send one request and return its single answer."""
     with ControlConnection(server, msg, timeout) as conn:
         return conn.receive()
+
+
+def admin_url_of(server: Server) -> str:
+    """The mesh admin HTTP API's base URL (token included) of the server."""
+    host = f"[{server.host}]" if ":" in server.host else server.host
+    return f"{'https' if server.tls else 'http'}://{host}:{server.port}/{server.token}"
+
+
+def admin_get(target: Server | str, path: str, timeout: float = 60.0) -> Any:
+    """GET `path` (e.g. "/v1/snapshot") from the admin HTTP API of `target` (a server, or an
+    admin URL such as `job.state().admin_url`); the decoded JSON, or the text of a text route.
+    Raises `ConnectionError` when nothing answers or the token is refused, `RuntimeError` with
+    the server's message for any other error answer."""
+    base = target if isinstance(target, str) else admin_url_of(target)
+    url = base.rstrip("/") + path
+    handlers: list[Any] = [urllib.request.ProxyHandler({})]
+    if url.startswith("https:"):
+        from monarch._src.lowlevel import ssl_contexts
+
+        handlers.append(urllib.request.HTTPSHandler(context=ssl_contexts()[1]))
+    opener = urllib.request.build_opener(*handlers)
+    where = urllib.parse.urlsplit(url).netloc
+    try:
+        with opener.open(url, timeout=timeout) as resp:
+            body = resp.read()
+            ctype = resp.headers.get("Content-Type", "")
+    except urllib.error.HTTPError as exc:
+        message = exc.read().decode(errors="replace")
+        try:
+            message = json.loads(message)["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            pass  # not our error envelope: show the body as it came
+        if exc.code == 401:
+            has_token = bool(target.token) if isinstance(target, Server) else \
+                bool(urllib.parse.urlsplit(base).path.strip("/"))
+            raise ConnectionError(
+                f"The monarch client at {where} refused the request: the token is not the one "
+                "it expects (is another client serving on that port?)."
+                if has_token else
+                f"The monarch client at {where} answers only requests that carry its token. "
+                "Run this command in the client's working directory (its token is in "
+                ".monarch/controller-<pid>.json there, readable by its user only), pass --url "
+                f"with its admin URL, or set {TOKEN_ENV} to that token.") from None
+        raise RuntimeError(message) from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise ConnectionError(
+            f"No monarch client is serving the admin API at {where} ({exc}). Start your "
+            "program (job.enable_admin(), a breakpoint() or debug_controller() starts it), or "
+            "pass --url or --host/--port.") from exc
+    return json.loads(body) if ctype.startswith("application/json") else body.decode()
+
+
+def add_target_arguments(p: argparse.ArgumentParser) -> None:
+    """`--url`, `--host`, `--port`: which client's admin API to read (`monarch top`, `stacks`,
+    `why`)."""
+    p.add_argument("--url", default=None,
+                   help="the client's admin URL (job.state().admin_url), token included")
+    p.add_argument("--host", default=None, help="the client's control server host")
+    p.add_argument("--port", type=int, default=None, help="the client's control server port")
+
+
+def target_of(args: argparse.Namespace) -> Server | str:
+    """The admin API to read: `--url` as given, else the client found from the flags."""
+    if args.url:
+        return str(args.url)
+    return find_server(args.host, args.port)

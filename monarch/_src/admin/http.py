@@ -17,8 +17,9 @@ Routes (GET unless said; the JSON shapes of Monarch's API where it has the route
 * `/v1/root`, `/v1/{reference}` (url-encoded): a node (`nodes.py`); `/v1/tree`: the whole tree
   as text, one line per node with its URL; `/v1/admin`: who serves.
 * `/v1/pyspy/{proc reference}`: py-spy's dump of a proc (`{"Ok": ...}`, `{"BinaryNotFound":
-  ...}` or `{"Failed": ...}`); `/v1/stacks/{proc or actor reference}`: every thread's Python
-  stack (and py-spy's text) of its proc, what `monarch stacks` prints.
+  ...}` or `{"Failed": ...}`); `/v1/stacks/{proc or actor reference}` (or
+  `/v1/stacks?mesh=M&rank=R`): every thread's Python stack and py-spy's text of its proc,
+  what `monarch stacks` prints.
 * `/v1/health`: a probe of every node (pass, slow or fail, with its latency).
 * `/v1/why`: hang triage (`why.py`): stacks and calls in flight of every rank, grouped.
 * `/v1/snapshot`: the snapshot `monarch top` draws (`model.collect`).
@@ -170,10 +171,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._json(200, collect())
         elif route.startswith("pyspy/"):
             self._json(200, _pyspy(_proc_of(urllib.parse.unquote(route[6:]))))
-        elif route.startswith("stacks/"):
-            address = _proc_of(urllib.parse.unquote(route[7:]))
+        elif route == "stacks" or route.startswith("stacks/"):
             from monarch._src.admin.stacks import dump_stacks
 
+            address = _proc_of(urllib.parse.unquote(route[7:])) if route != "stacks" else \
+                _proc_of_rank(query)
             self._json(200, dump_stacks(address, py_spy="no_py_spy" not in query).to_dict())
         elif route in ("query", "schema", "schema/admin", "schema/error", "openapi.json") or \
                 route.startswith(("config/", "pyspy_dump/", "pyspy_profile_svg/")):
@@ -256,6 +258,24 @@ def _proc_of(ref: str) -> str:
     if not proc.address or proc.state in ("failed", "stopped"):
         raise _ApiError(404, "not_found", f"The proc {ref!r} is {proc.state}: it has no stacks.")
     return proc.address
+
+
+def _proc_of_rank(query: dict[str, list[str]]) -> str:
+    """The address of the proc of `?mesh=M&rank=R` (an actor or proc mesh's name, or
+    `client`), as `monarch stacks MESH RANK` names it."""
+    from monarch._src.admin.model import find_proc
+
+    mesh = query.get("mesh", [""])[0]
+    try:
+        rank = int(query.get("rank", ["0"])[0])
+    except ValueError:
+        raise _ApiError(400, "bad_request", "rank must be an integer.") from None
+    try:
+        return find_proc(mesh, rank)
+    except LookupError as exc:
+        raise _ApiError(404, "not_found", str(exc)) from None
+    except (ValueError, RuntimeError) as exc:
+        raise _ApiError(400, "bad_request", str(exc)) from None
 
 
 def _pyspy(address: str) -> dict[str, Any]:

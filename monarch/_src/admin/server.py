@@ -40,6 +40,7 @@ import hmac
 import json
 import logging
 import os
+import re
 import secrets
 import socket
 import socketserver
@@ -54,6 +55,9 @@ __all__ = ["DEFAULT_PORT", "ControlServer", "server_address_from_env", "sweep_de
 logger = logging.getLogger(__name__)
 
 DEFAULT_PORT = 27000
+# "GET /path HTTP/1.1": what sends a connection to the HTTP admin API; anything else is a
+# control request (refused unless it is JSON with the token).
+_HTTP_REQUEST_LINE = re.compile(rb"^[A-Z]{3,7} /\S* HTTP/1\.[01]\r?\n$")
 _READ_TIMEOUT = 600.0  # a connected client idle this long is dropped
 
 
@@ -105,7 +109,7 @@ class _Handler(socketserver.StreamRequestHandler):
             line = self.rfile.readline()
             if not line:
                 return
-            if not line.lstrip().startswith(b"{"):  # an HTTP request line: the admin API
+            if _HTTP_REQUEST_LINE.match(line):  # the admin API
                 from monarch._src.admin.http import serve_http
 
                 serve_http(self, line)

@@ -1,12 +1,13 @@
 """`monarch stacks MESH RANK`: every thread's stack in one proc of a running client.
 
-    monarch stacks [--host HOST] [--port PORT] [--no-py-spy] [--json] MESH RANK
+    monarch stacks [--url ADMIN_URL | --host HOST --port PORT] [--no-py-spy] [--json] MESH RANK
 
 MESH is the name an actor mesh was spawned with (`procs.spawn("trainer", ...)`) or a proc mesh's
 name (`spawn_procs(..., name=...)`), RANK the rank within it; `client` names the client process
-itself. The client is found as for `monarch debug` (its control server must be running: a
-breakpoint or `debug_controller()` starts it). The dump shows each thread's Python stack (actor
-threads labelled) and, when py-spy is installed and may attach, py-spy's dump too.
+itself. It reads the client's mesh admin HTTP API (`/v1/stacks`); the client is found as for
+`monarch debug`, or given by `--url` (`job.state().admin_url`). The dump shows each thread's
+Python stack (actor threads labelled) and, when py-spy is installed and may attach, py-spy's
+dump too.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import urllib.parse
 from typing import Any
 
-from monarch._src.admin.client import find_server, request
+from monarch._src.admin.client import add_target_arguments, admin_get, target_of
 
 __all__ = ["main", "register"]
 
@@ -33,18 +35,18 @@ def register(subparsers: Any) -> None:
 def _add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("mesh", help="actor or proc mesh name, or 'client'")
     p.add_argument("rank", type=int, help="rank within that mesh")
-    p.add_argument("--host", default=None, help="the client's control server host")
-    p.add_argument("--port", type=int, default=None, help="the client's control server port")
+    add_target_arguments(p)
     p.add_argument("--no-py-spy", action="store_true", help="Python stacks only")
     p.add_argument("--json", action="store_true", help="print the dump as JSON")
 
 
 def handle(args: argparse.Namespace) -> int:
     """Run `monarch stacks` with parsed arguments."""
-    address = find_server(args.host, args.port)
+    query = {"mesh": args.mesh, "rank": args.rank}
+    if args.no_py_spy:
+        query["no_py_spy"] = 1
     try:
-        dump = request(address, {"op": "stacks", "mesh": args.mesh, "rank": args.rank,
-                                 "py_spy": not args.no_py_spy})["dump"]
+        dump = admin_get(target_of(args), "/v1/stacks?" + urllib.parse.urlencode(query))
     except (ConnectionError, RuntimeError) as exc:
         sys.stderr.write(f"monarch stacks: {exc}\n")
         return 1

@@ -1,11 +1,12 @@
 """`monarch top`: a live terminal view of a running client's hosts, procs and actors.
 
-    monarch top [--host HOST] [--port PORT] [--interval SECONDS] [--once]
+    monarch top [--url ADMIN_URL | --host HOST --port PORT] [--interval SECONDS] [--once]
 
 Shows each proc and actor with its state (starting, running, paused, failed, stopped), message
 counts and rates, and the recent failures; `q` quits. With `--once` (or when output is not a
-terminal, one screen per interval) it prints instead of redrawing. The client is found as for
-`monarch debug`.
+terminal, one screen per interval) it prints instead of redrawing. It reads the client's mesh
+admin HTTP API (`/v1/snapshot`): the client is found as for `monarch debug` (the newest live
+`.monarch/controller-<pid>.json` here), or given by `--url` (`job.state().admin_url`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from monarch._src.admin.client import find_server, request
+from monarch._src.admin.client import add_target_arguments, admin_get, target_of
 
 __all__ = ["main", "register"]
 
@@ -29,8 +30,7 @@ def register(subparsers: Any) -> None:
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--host", default=None, help="the client's control server host")
-    p.add_argument("--port", type=int, default=None, help="the client's control server port")
+    add_target_arguments(p)
     p.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes")
     p.add_argument("--once", action="store_true", help="print one screen and exit")
     p.add_argument("--iterations", type=int, default=None, help="exit after this many screens")
@@ -40,10 +40,10 @@ def handle(args: argparse.Namespace) -> int:
     """Run `monarch top` with parsed arguments."""
     from monarch._src.admin.tui import run_top
 
-    address = find_server(args.host, args.port)
+    target = target_of(args)
 
     def fetch() -> dict[str, Any]:
-        snapshot: dict[str, Any] = request(address, {"op": "snapshot"})["snapshot"]
+        snapshot: dict[str, Any] = admin_get(target, "/v1/snapshot")
         return snapshot
 
     try:
