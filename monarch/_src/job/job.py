@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 from monarch._src.job.state import JobState
+from monarch._src.job.telemetry_config import Telemetry, TelemetryConfig
 
 __all__ = [
     "DEFAULT_JOB_PATH",
@@ -32,13 +33,6 @@ __all__ = [
 
 # Where `state()` caches the running job and where the CLI finds it.
 DEFAULT_JOB_PATH = ".monarch/job_state.pkl"
-
-
-class TelemetryConfig:
-    """Settings of the telemetry sidecar; accepted for compatibility, nothing is started."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        self.options = dict(kwargs)
 
 
 @dataclasses.dataclass
@@ -73,6 +67,7 @@ class JobTrait(abc.ABC):
     def __init__(self) -> None:
         self._status = "not_running"  # "running" between a successful apply() and kill()
         self._apply_id: str | None = None  # uuid4 hex of the last apply(); kept by dump/load
+        self._telemetry_config: TelemetryConfig | None = None  # set by enable_telemetry
         self._admin_config: MeshAdminConfig | None = None  # set by enable_admin
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -94,22 +89,44 @@ class JobTrait(abc.ABC):
         pickled there (directories are created; a symlink is followed).
         """
         if self._status == "running":
-            return self._state()
+            return self._connect()
         if cached_path is not None and os.path.exists(cached_path):
             cached = job_load(cached_path)
             if cached.active and cached.can_run(self):
-                return cached._state()
+                cached._telemetry_config = self.__dict__.get("_telemetry_config")
+                cached._admin_config = self.__dict__.get("_admin_config")
+                return cached._connect()
             if cached.active:
                 cached.kill()
             os.remove(cached_path)
         self.apply()
-        state = self._state()
+        state = self._connect()
         if cached_path is not None:
             self.dump(cached_path)
         return state
 
+    def _connect(self) -> JobState:
+        """`_state()`, with this job's telemetry started (once) and its fields filled in."""
+        state = self._state()
+        self._start_admin(state)
+        config: TelemetryConfig | None = self.__dict__.get("_telemetry_config")
+        if config is not None:
+            from monarch._src.job._telemetry_query_client import QueryEngineClient
+
+            telemetry = self.__dict__.get("_live_telemetry")
+            if telemetry is None:
+                telemetry = self.__dict__["_live_telemetry"] = Telemetry(config)
+            telemetry.start(self._apply_id or uuid.uuid4().hex, state._hosts)
+            state.telemetry_url = telemetry.url
+            state.query_engine_client = QueryEngineClient(telemetry.url)
+            state.dashboard_url = telemetry.url if config.include_dashboard else None
+        return state
+
     def kill(self) -> None:
         """Stop the job's hosts and everything on them; the job is no longer running."""
+        telemetry = self.__dict__.pop("_live_telemetry", None)
+        if telemetry is not None:
+            telemetry.stop()
         self._kill()
         self._status = "not_running"
 
@@ -142,6 +159,7 @@ class JobTrait(abc.ABC):
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_live")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.setdefault("_telemetry_config", None)  # a job pickled before the field
         self.__dict__.update(state)
         self._init_live()
 
@@ -156,7 +174,21 @@ class JobTrait(abc.ABC):
     def enable_telemetry(
         self, config: TelemetryConfig | None = None, *, mesh_admin_config: Any = None, **kw: Any
     ) -> JobTrait:
-        """Accepted for compatibility: no telemetry sidecar is started. Returns the job."""
+        """Record telemetry from the next `state()` on: SQL over every host's tables through
+        `state.query_engine_client`, and the dashboard with `include_dashboard`. `config` is a
+        `TelemetryConfig`, or its fields are given as keywords. Returns the job."""
+        if config is not None and kw:
+            raise TypeError(
+                f"{type(self).__name__}.enable_telemetry takes a TelemetryConfig or its fields "
+                f"as keywords, not both (got config and {sorted(kw)}).")
+        if config is not None and not isinstance(config, TelemetryConfig):
+            raise TypeError(
+                f"{type(self).__name__}.enable_telemetry expected a TelemetryConfig, got "
+                f"{type(config).__name__}.")
+        Telemetry.check_installed()
+        self._telemetry_config = config if config is not None else TelemetryConfig(**kw)
+        if mesh_admin_config is not None:
+            self.enable_admin(mesh_admin_config)
         return self
 
     def enable_admin(self, config: MeshAdminConfig | None = None, **kw: Any) -> JobTrait:

@@ -11,8 +11,10 @@ class JobState:
     """The host meshes of a job that is up: `state.trainers` is the `HostMesh` named "trainers".
 
     Built by `JobTrait.state()`; asking for a name the job does not have raises `AttributeError`
-    listing the names it has (torchmonarch's wording). The observability fields are None: the
-    telemetry sidecar, the dashboard and the admin TUI are not part of this implementation.
+    listing the names it has (torchmonarch's wording). With `job.enable_telemetry(...)`,
+    `query_engine_client` runs SQL over the job's telemetry through its HTTP API at
+    `telemetry_url`, and `dashboard_url` is the dashboard (with `include_dashboard`);
+    `query_engine` stays None as on torchmonarch (the engine lives behind the API).
     """
 
     def __init__(self, hosts: dict[str, Any]) -> None:

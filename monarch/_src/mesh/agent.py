@@ -15,7 +15,7 @@ import sys
 import threading
 from typing import Any
 
-from monarch._src.mesh import hooks, inbox, relay, upgrade
+from monarch._src.mesh import hooks, inbox, observe, relay, upgrade
 from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
@@ -23,6 +23,7 @@ from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.runtime.envelope import Call
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import MeshFailure, SupervisionError
+from monarch._src.telemetry import record
 
 __all__ = ["install_agent"]
 
@@ -174,12 +175,17 @@ class _FaultHookRunner:
         while True:
             failure = self._queue.get()
             lookup = hooks.fault_hook.get()
+            # The root client handles a message: Processing, then back to Client.
+            root = observe.root_status("Processing") if record.SINK is not None else None
             try:
                 if lookup is None:  # no facade loaded: the default hook's outcome
                     raise SystemExit(1)
                 lookup()(failure)
             except BaseException:
                 _fatal(failure)
+            finally:
+                if root is not None:
+                    observe.actor_status(root, "Client")
 
 
 _fault_hook = _FaultHookRunner()

@@ -29,11 +29,13 @@ import concurrent.futures
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from monarch._src.mesh import relay, traffic
+from monarch._src.mesh import observe, relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, Envelope
 from monarch._src.runtime.runtime import get_runtime
+from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
+from monarch._src.telemetry import record
 
 if TYPE_CHECKING:
     from monarch._src.mesh.actor_mesh import ActorMesh
@@ -162,34 +164,48 @@ def post_call(
     if handed:
         mailbox.ports_handed(handed, cast.procs_of(local_ranks), table.watcher or mailbox.address)
     hosts = relay.hosts_of(table)
+    origin = None if record.SINK is None else _record_cast(mesh, key, ranks, targets)
     if hosts is None:
         posts: list[tuple[str, Envelope]]
         if reply_for is None:
             sender = None if reply is not None else current_instance().actor_key
             posts = [
                 (procs[ranks[local]],
-                 Call(CALL, key, method, payload, reply, (local, *extent), sender))
+                 Call(CALL, key, method, payload, reply, (local, *extent), sender, origin))
                 for local in local_ranks
             ]
         else:
             posts = [
                 (procs[ranks[local]],
-                 Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+                 Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None,
+                      origin))
                 for local in local_ranks
             ]
         mailbox.post_all(posts, payload)
     elif reply_for is None:
         sender = None if reply is not None else current_instance().actor_key
-        template = Call(CALL, key, method, payload, reply, (0, *extent), sender)  # rank: per target
+        # rank: per target
+        template = Call(CALL, key, method, payload, reply, (0, *extent), sender, origin)
         relay.cast(table, hosts, ranks, targets, template, payload, reply if gathered else None)
     else:
         calls: list[tuple[int, Envelope]] = [
             (ranks[local],
-             Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None))
+             Call(CALL, key, method, payload, reply_for(ranks[local]), (local, *extent), None,
+                  origin))
             for local in local_ranks
         ]
         relay.post(table, hosts, calls, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))
+
+
+def _record_cast(mesh: ActorMesh[Any], key: str, ranks: Sequence[int],
+                 targets: Sequence[int] | None) -> int:
+    """The telemetry of one cast (`observe.cast_sent`): the view cast to is the mesh's, or the
+    single rank a `choose` picked (a point: no dimensions)."""
+    view = mesh._shape
+    if targets is not None and len(targets) == 1 and len(ranks) > 1:
+        view = Shape([], Slice(offset=ranks[targets[0]], sizes=[], strides=[]))
+    return observe.cast_sent(current_instance(), key, view)
 
 
 def cancel_call(mesh: ActorMesh[Any], reply: Any, targets: Sequence[int] | None = None) -> None:

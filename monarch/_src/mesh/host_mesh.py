@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from monarch._src.mesh import hooks
+from monarch._src.mesh import hooks, observe
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable
 from monarch._src.mesh.native import NativeMesh, native_view
 from monarch._src.mesh.ownership import owner_key, tree
@@ -24,6 +24,7 @@ from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable, mesh_id
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.shape import MeshTrait, Region, Shape, Slice
+from monarch._src.telemetry import record
 
 __all__ = ["HostMesh", "StartupThenBootstrap", "current_host"]
 
@@ -152,6 +153,9 @@ class HostMesh(MeshTrait):
         hosts = self._mesh_shape.ranks()
         startup = hooks.proc_startup.get()
         before = startup() if startup is not None else []
+        sink = record.SINK
+        if sink is not None:  # the new procs record into this host's collector too
+            before = [*before, observe.ProcTelemetry(sink.path)]
         if before:  # e.g. the client's actor mocks, which the new procs inherit
             bootstrap = StartupThenBootstrap(tuple(before), bootstrap)
         table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python,
@@ -166,6 +170,8 @@ class HostMesh(MeshTrait):
         pm = ProcMesh._create(table, shape, host=self, name=table.name, owned=True)
         owner.owned_meshes.append(pm)
         table.mesh_key = mesh_id(pm)
+        if sink is not None:
+            observe.proc_mesh_spawned(pm, self, table)
         tree.add(table.mesh_key, table.name, owner_key(owner.actor_key), len(shape), actors=False)
         for callback in list(PROC_MESH_SPAWN_CALLBACKS):
             callback(pm)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh import inbox, telemetry, upgrade
+from monarch._src.mesh import inbox, observe, telemetry, upgrade
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.cancellation import CallCancellation
 from monarch._src.mesh.context import (
@@ -49,6 +49,7 @@ from monarch._src.supervision.errors import (
     failure_event,
     failure_report,
 )
+from monarch._src.telemetry import record
 
 __all__ = ["HostedActor", "SpawnInfo", "UndeliverableMessage", "extent_of"]
 
@@ -163,6 +164,10 @@ class HostedActor:
         # Set while an upgrade of this actor waits for its caller's decision (`upgrade.py`):
         # resolved, on the actor's loop, with (commit, acknowledgement port).
         self.upgrade_decision: asyncio.Future[tuple[bool, Any]] | None = None
+        # Telemetry (`observe`), while the job records it: this actor's id, and when each
+        # queued CALL (by id) arrived.
+        self.telemetry_id: int | None = None
+        self._queued_us: dict[int, int] = {}
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -171,6 +176,8 @@ class HostedActor:
     # ---- runtime loop side --------------------------------------------------------------
 
     def start(self) -> None:
+        if record.SINK is not None:
+            self.telemetry_id = observe.actor_created(self, self.mailbox.address)
         self.thread.start()
         self.thread.enqueue(inbox.Init(inbox.INIT))
         # After __init__'s turn: calls that arrived before the spawn are queued behind it.
@@ -181,6 +188,8 @@ class HostedActor:
             # A failed actor answers at once, even while a message of its still runs.
             self._reject(env)
             return
+        if self.telemetry_id is not None:
+            self._queued_us[id(env)] = observe.message_queued()
         self.thread.enqueue(env)
 
     def cancel(self, reply: Any) -> None:
@@ -217,6 +226,7 @@ class HostedActor:
     def _handle(self, msg: inbox.InboxMessage) -> Any:
         if isinstance(msg, Call):
             if self.failure is not None:
+                self._queued_us.pop(id(msg), None)
                 self._reject(msg)
                 return None
             return self._call(msg)
@@ -241,6 +251,8 @@ class HostedActor:
 
     def _init(self) -> Any:
         info = self.info
+        if self.telemetry_id is not None:
+            observe.actor_status(self.telemetry_id, "Initializing")
         try:
             with receiving_ports(self):
                 cls, args, kwargs = decode(self._payload)
@@ -272,7 +284,7 @@ class HostedActor:
         except BaseException as exc:
             self._fail(_init_report(self._display, exc), exc)
             return None
-        self._initialized = True
+        self._initialized_now()
         return None
 
     async def _guard_init(self, coro: Any) -> None:
@@ -281,10 +293,16 @@ class HostedActor:
         except BaseException as exc:
             self._fail(_init_report(self._display, exc), exc)
             return
+        self._initialized_now()
+
+    def _initialized_now(self) -> None:
         self._initialized = True
+        if self.telemetry_id is not None:
+            observe.actor_status(self.telemetry_id, "Idle")
 
     def _call(self, env: Call) -> Any:
         method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
+        queued_us = self._queued_us.pop(id(env), None) if self._queued_us else None
         cancellation = self.cancellation
         if cancellation.drop_queued(reply):
             return None
@@ -319,6 +337,8 @@ class HostedActor:
             self._owe(reply, cast[0], True)
         if telemetry.OTEL and telemetry.tracing_active() and (prop is None or prop._instrument):
             fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
+        if self.telemetry_id is not None:
+            fn = observe.record_handler(fn, self.telemetry_id, env.origin, method, queued_us)
         if inspect.iscoroutinefunction(fn):
             concurrent = prop is not None and prop._concurrent
             coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit, env,
@@ -505,6 +525,9 @@ class HostedActor:
         if self.failure is not None:
             return self.failure
         self.failure = SupervisionError(report)
+        if self.telemetry_id is not None:
+            observe.actor_status(self.telemetry_id, "Stopping")
+            observe.actor_status(self.telemetry_id, "Failed", report)
         for task in list(self._tasks):
             task.cancel()
         # Everything still waiting on this actor resolves now: the calls it was handling, the
@@ -617,6 +640,8 @@ class HostedActor:
 
     # ---- stop ---------------------------------------------------------------------------
     async def _stop(self, reason: str, reply: Any) -> None:
+        if self.telemetry_id is not None and self.failure is None:
+            observe.actor_status(self.telemetry_id, "Stopping")
         for task in list(self._tasks):
             task.cancel()
         if self._tasks:
@@ -634,6 +659,8 @@ class HostedActor:
                 error = exc
         if self.failure is None:
             self.failure = _stopped_error(self._display, reason)
+            if self.telemetry_id is not None:
+                observe.actor_status(self.telemetry_id, "Stopped", reason)
         self._answer_owed(self.failure, multi_use=False, forget_rest=True)
         if reply is not None:
             if error is None:

@@ -84,6 +84,9 @@ class Call(NamedTuple):
     sender: str | None
     """The sending actor's key (None for the root client): a call without `reply` that cannot
     be delivered bounces back to it (`Mailbox.on_undeliverable`)."""
+    origin: int | None = None
+    """The sending actor's telemetry id while the job records telemetry (the receiver's
+    `messages.from_actor_id`), else None."""
 
     @property
     def rank(self) -> int:

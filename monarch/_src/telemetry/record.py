@@ -7,10 +7,10 @@ While a job's telemetry is on, every process of it (the client, each proc) has o
 ...]`). With telemetry off `SINK` is None and `emit` costs one global read; callers on the
 call path test `SINK is not None` before building a row at all.
 
-A collector that is not (yet, or any more) listening costs rows, never the caller: a failed
-send drops that batch, counts it in `Sink.dropped`, and the next batch reconnects. Nothing
-blocks on the collector: the buffer is bounded (`MAX_BUFFERED` rows; past it the oldest are
-dropped and counted).
+A collector that is not (yet, or any more) listening never costs the caller: a failed send
+keeps the batch for the next try, which reconnects. Nothing blocks on the collector: the
+buffer is bounded (`MAX_BUFFERED` rows; past it the oldest are dropped and counted in
+`Sink.dropped`).
 
 Ids are u64: entities named by a stable string (an actor's full name, a mesh's full name)
 get `stable_id(name)` so every process computes the same id without asking anyone; events get
@@ -29,11 +29,12 @@ import os
 import random
 import socket
 import struct
+import tempfile
 import threading
 import time
 from typing import Any
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]  # msgpack ships no type information
 
 __all__ = [
     "FLUSH_ROWS",
@@ -118,6 +119,45 @@ SCHEMAS: dict[str, tuple[tuple[str, str], ...]] = {
     "pyspy_local_variables": (("dump_id", "utf8!"), ("thread_id", "u64!"),
                               ("frame_depth", "i32!"), ("name", "utf8!"), ("addr", "u64!"),
                               ("arg", "bool!"), ("repr", "utf8")),
+    # The mesh snapshot tables (torchmonarch's periodic introspection): defined, so queries
+    # naming them run, but not filled by this version (see TelemetryConfig).
+    "snapshots": (("snapshot_id", "utf8!"), ("snapshot_ts", "i64!")),
+    "nodes": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("node_kind", "utf8!"),
+              ("as_of", "i64!")),
+    "root_nodes": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("num_hosts", "i64!"),
+                   ("started_at", "i64!"), ("started_by", "utf8!")),
+    "host_nodes": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("addr", "utf8!"),
+                   ("host_num_procs", "i64!")),
+    "proc_nodes": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("proc_name", "utf8!"),
+                   ("num_actors", "i64!"), ("stopped_retention_cap", "i64!"),
+                   ("is_poisoned", "bool!"), ("failed_actor_count", "i64!")),
+    "actor_nodes": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("actor_status", "utf8!"),
+                    ("actor_type", "utf8!"), ("instance_id", "utf8!"),
+                    ("messages_processed", "i64!"), ("created_at", "i64"),
+                    ("last_message_handler", "utf8"), ("total_processing_time_us", "i64!"),
+                    ("queue_depth", "i64!"), ("is_system", "bool!")),
+    "children": (("snapshot_id", "utf8!"), ("parent_id", "utf8!"), ("child_id", "utf8!"),
+                 ("child_sort_key", "i64!"), ("is_system", "bool!"), ("is_stopped", "bool!")),
+    "actor_failures": (("snapshot_id", "utf8!"), ("node_id", "utf8!"),
+                       ("failure_error_message", "utf8!"), ("failure_root_cause_actor", "utf8!"),
+                       ("failure_root_cause_name", "utf8"), ("failure_occurred_at", "i64!"),
+                       ("failure_is_propagated", "bool!")),
+    "actor_executions": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("active_count", "i64!"),
+                         ("complete", "bool!"), ("truncated", "bool!")),
+    "active_handlers": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("name", "utf8!"),
+                        ("active_count", "i64!"), ("oldest_since", "i64!")),
+    "actor_inbound_orderings": (("snapshot_id", "utf8!"), ("node_id", "utf8!"),
+                                ("enabled", "bool!"), ("snapshot_complete", "bool!"),
+                                ("skipped_session_count", "i64!"), ("known_session_count", "i64!"),
+                                ("returned_buffered_session_count", "i64!"),
+                                ("returned_buffered_message_count", "i64!"),
+                                ("returned_max_buffered_count", "i64!")),
+    "ordering_sessions": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("session_id", "utf8!"),
+                          ("sender", "utf8"), ("last_released_seq", "i64!"),
+                          ("expected_next_seq", "i64!"), ("buffered_count", "i64!"),
+                          ("oldest_buffered_seq", "i64"), ("newest_buffered_seq", "i64")),
+    "resolution_errors": (("snapshot_id", "utf8!"), ("node_id", "utf8!"), ("error_code", "utf8!"),
+                          ("error_message", "utf8!")),
 }
 
 # Tables whose rows are history, trimmed to the job's `retention_secs` by `timestamp_us`; the
@@ -128,8 +168,9 @@ RETAINED = frozenset({"actor_status_events", "messages", "message_status_events"
 
 
 def socket_dir(apply_id: str) -> str:
-    """The host-local directory of job `apply_id`'s collector socket (mode 0700)."""
-    return os.path.join("/tmp", f"monarch_{apply_id}")
+    """The host-local directory of job `apply_id`'s collector socket (mode 0700), in the
+    temporary folder (`TMPDIR`, which procs inherit from the client)."""
+    return os.path.join(tempfile.gettempdir(), f"monarch_{apply_id}")
 
 
 def socket_path(apply_id: str) -> str:
@@ -227,17 +268,27 @@ class Sink:
                 if self._sock is None:
                     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                     sock.settimeout(5.0)
-                    sock.connect(self.path)
+                    try:
+                        sock.connect(self.path)
+                    except OSError:
+                        sock.close()
+                        raise
                     self._sock = sock
                 self._sock.sendall(struct.pack(">I", len(frame)) + frame)
                 self.sent += len(batch)
             except OSError as err:
-                self.dropped += len(batch)
                 if self._sock is not None:
                     self._sock.close()
                     self._sock = None
-                logger.debug("telemetry rows dropped (collector %s unreachable: %s)",
-                             self.path, err)
+                # Kept for the next try (the collector may not be up yet), within the bound.
+                with self._lock:
+                    self._rows[:0] = batch
+                    excess = len(self._rows) - MAX_BUFFERED
+                    if excess > 0:
+                        del self._rows[:excess]
+                        self.dropped += excess
+                logger.debug("telemetry rows held (collector %s unreachable: %s)", self.path,
+                             err)
 
 
 def decode_frames(buffer: bytearray) -> list[list[Any]]:

@@ -1,0 +1,141 @@
+"""`TelemetryConfig` and the telemetry of one running job (`Telemetry`).
+
+`job.enable_telemetry(TelemetryConfig(...))` makes `job.state()` start, in the client process:
+the query-root `TelemetryActor` on the client's own proc (the collector of this host), this
+process's sink, a worker collector per host of each of the job's host meshes (inactive, and
+stopped, where it shares the client's host), and the HTTP API (`TelemetryServer`) at
+`state.telemetry_url`, which `state.query_engine_client` talks to. Every proc the job spawns
+from then on records into its host's collector (`mesh/observe.py`, `telemetry/record.py`).
+
+A second `state()` on the running job reuses all of it. `stop()` (the job's kill) stops the
+server, the worker collectors and this process's sink.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import warnings
+from typing import Any
+
+from monarch._src.telemetry import record
+
+__all__ = ["Telemetry", "TelemetryConfig"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class TelemetryConfig:
+    """What `job.enable_telemetry` starts with `state()`.
+
+    retention_secs: history rows (messages, status events, spans, metrics) older than this
+        are dropped; 0 keeps everything. Actors, meshes and py-spy dumps are always kept.
+    include_dashboard: serve the Monarch Dashboard at `state.dashboard_url`.
+    dashboard_port: the port of the telemetry HTTP API and dashboard (0: any free port).
+    snapshot_interval_secs: torchmonarch's periodic mesh snapshots (0 disables them). This
+        version captures none: a value other than 0 draws one `UserWarning` when telemetry
+        starts, saying so (the mesh tree is at the admin API's `/v1/tree` instead).
+    """
+
+    retention_secs: int = 3600
+    include_dashboard: bool = False
+    dashboard_port: int = 8265
+    snapshot_interval_secs: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("retention_secs", "dashboard_port"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"TelemetryConfig.{name} must be an int >= 0, got {value!r}.")
+        if self.dashboard_port > 65535:
+            raise ValueError(
+                f"TelemetryConfig.dashboard_port must be a TCP port (0-65535), got "
+                f"{self.dashboard_port}.")
+        if not isinstance(self.include_dashboard, bool):
+            raise TypeError("TelemetryConfig.include_dashboard must be a bool, got "
+                            f"{self.include_dashboard!r}.")
+        interval = self.snapshot_interval_secs
+        if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
+            raise ValueError("TelemetryConfig.snapshot_interval_secs must be a number >= 0, "
+                             f"got {interval!r}.")
+
+
+class Telemetry:
+    """The live telemetry of one job in this (the client) process."""
+
+    def __init__(self, config: TelemetryConfig) -> None:
+        self.config = config
+        self.root: Any = None  # the query-root TelemetryActor mesh
+        self.server: Any = None  # the TelemetryServer
+        self.apply_id: str | None = None
+
+    @property
+    def url(self) -> str | None:
+        return self.server.url if self.server is not None else None
+
+    @staticmethod
+    def check_installed() -> None:
+        """Raise `ImportError` saying what to install when the SQL engine is missing."""
+        import importlib.util
+
+        missing = [m for m in ("pyarrow", "datafusion") if importlib.util.find_spec(m) is None]
+        if missing:
+            raise ImportError(
+                f"Telemetry needs {' and '.join(missing)} (the tables and the SQL engine): "
+                "pip install 'monarch[telemetry]' (or pip install pyarrow datafusion).")
+
+    def start(self, apply_id: str, hosts: dict[str, Any]) -> None:
+        """Start (once) the telemetry of job `apply_id` whose host meshes are `hosts`."""
+        if self.root is not None:
+            return
+        from monarch._src.job.telemetry_actor import TelemetryActor
+        from monarch._src.job.telemetry_query import QueryEngine, TelemetryServer
+        from monarch._src.mesh import observe
+        from monarch._src.mesh.context import current_instance
+        from monarch._src.mesh.proc_mesh import this_proc
+        from monarch._src.lowlevel import get_runtime
+
+        if self.config.snapshot_interval_secs:
+            warnings.warn(
+                f"TelemetryConfig.snapshot_interval_secs={self.config.snapshot_interval_secs}: "
+                "periodic mesh snapshots are not captured by this version (the snapshot tables "
+                "stay empty); read the mesh tree from the admin API's /v1/tree instead, and pass "
+                "snapshot_interval_secs=0 to silence this warning.", UserWarning, stacklevel=3)
+        directory = record.socket_dir(apply_id)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)
+        record.install(record.socket_path(apply_id))
+        rt = get_runtime()
+        observe.client_started(current_instance(), rt.address, rt.proc_id)
+        root = this_proc().spawn("telemetry", TelemetryActor, apply_id,
+                                 self.config.retention_secs)
+        if not root.activate.call_one().get():
+            root.stop("telemetry collector inactive")
+            record.uninstall()
+            raise RuntimeError(
+                f"The telemetry collector of job {apply_id} could not bind "
+                f"{record.socket_path(apply_id)}: another collector of the same job runs on "
+                "this host (see the log for why).")
+        self.root, self.apply_id = root, apply_id
+        for name, host_mesh in hosts.items():
+            addresses = list(getattr(host_mesh.agent, "addresses", None) or
+                             [f"host:{name}_{rank}" for rank in range(len(host_mesh))])
+            observe.host_mesh_named(host_mesh, name, addresses)
+            root.start_worker_collector.call_one(host_mesh).get()
+        self.server = TelemetryServer(QueryEngine(root), root, port=self.config.dashboard_port)
+
+    def stop(self) -> None:
+        """Stop the API server, the worker collectors and this process's sink."""
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        root, self.root = self.root, None
+        if root is not None:
+            try:
+                root.stop_worker_collectors.call_one().get(timeout=10.0)
+                root.stop("telemetry stopped").get(timeout=10.0)
+            except Exception:
+                logger.info("stopping the telemetry collectors failed", exc_info=True)
+        record.uninstall()
