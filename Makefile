@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml Makefile
 	# The terminal tests of `monarch debug` and `monarch top` drive them in tmux.
 	command -v tmux >/dev/null || (apt-get update -qq && apt-get install -y -qq tmux) \
 		|| echo "tmux unavailable: the terminal tests will skip"
+	# The metrics test starts a real Prometheus (Debian's) scraping a process's /metrics.
+	command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) \
+		|| echo "prometheus unavailable: the Prometheus scrape test will skip"
 	touch $(STAMP)
 
 demo: $(STAMP)
