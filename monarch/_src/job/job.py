@@ -119,7 +119,6 @@ class JobTrait(abc.ABC):
             telemetry.start(self._apply_id or uuid.uuid4().hex, state._hosts)
             state.telemetry_url = telemetry.url
             state.query_engine_client = QueryEngineClient(telemetry.url)
-            state.dashboard_url = telemetry.url if config.include_dashboard else None
         return state
 
     def kill(self) -> None:
@@ -175,8 +174,8 @@ class JobTrait(abc.ABC):
         self, config: TelemetryConfig | None = None, *, mesh_admin_config: Any = None, **kw: Any
     ) -> JobTrait:
         """Record telemetry from the next `state()` on: SQL over every host's tables through
-        `state.query_engine_client`, and the dashboard with `include_dashboard`. `config` is a
-        `TelemetryConfig`, or its fields are given as keywords. Returns the job."""
+        `state.query_engine_client` (see `TelemetryConfig`). `config` is a `TelemetryConfig`, or
+        its fields are given as keywords. Returns the job."""
         if config is not None and kw:
             raise TypeError(
                 f"{type(self).__name__}.enable_telemetry takes a TelemetryConfig or its fields "

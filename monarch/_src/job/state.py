@@ -13,8 +13,8 @@ class JobState:
     Built by `JobTrait.state()`; asking for a name the job does not have raises `AttributeError`
     listing the names it has (torchmonarch's wording). With `job.enable_telemetry(...)`,
     `query_engine_client` runs SQL over the job's telemetry through its HTTP API at
-    `telemetry_url`, and `dashboard_url` is the dashboard (with `include_dashboard`);
-    `query_engine` stays None as on torchmonarch (the engine lives behind the API).
+    `telemetry_url`; `query_engine` stays None as on torchmonarch (the engine lives behind
+    the API), and `dashboard_url` stays None (no dashboard in this version).
     """
 
     def __init__(self, hosts: dict[str, Any]) -> None:

@@ -32,7 +32,8 @@ class TelemetryConfig:
 
     retention_secs: history rows (messages, status events, spans, metrics) older than this
         are dropped; 0 keeps everything. Actors, meshes and py-spy dumps are always kept.
-    include_dashboard: serve the Monarch Dashboard at `state.dashboard_url`.
+    include_dashboard: torchmonarch's Monarch Dashboard. Not in this version: True is refused
+        with an error (query the tables through `state.query_engine_client`).
     dashboard_port: the port of the telemetry HTTP API and dashboard (0: any free port).
     snapshot_interval_secs: torchmonarch's periodic mesh snapshots (0 disables them). This
         version captures none: a value other than 0 draws one `UserWarning` when telemetry
@@ -56,6 +57,11 @@ class TelemetryConfig:
         if not isinstance(self.include_dashboard, bool):
             raise TypeError("TelemetryConfig.include_dashboard must be a bool, got "
                             f"{self.include_dashboard!r}.")
+        if self.include_dashboard:
+            raise NotImplementedError(
+                "TelemetryConfig(include_dashboard=True): the Monarch Dashboard is not available "
+                "in this version. Leave include_dashboard=False and query the telemetry with "
+                "state.query_engine_client.query(sql), or watch the mesh with `monarch top`.")
         interval = self.snapshot_interval_secs
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
             raise ValueError("TelemetryConfig.snapshot_interval_secs must be a number >= 0, "
@@ -92,10 +98,10 @@ class Telemetry:
             return
         from monarch._src.job.telemetry_actor import TelemetryActor
         from monarch._src.job.telemetry_query import QueryEngine, TelemetryServer
+        from monarch._src.lowlevel import get_runtime
         from monarch._src.mesh import observe
         from monarch._src.mesh.context import current_instance
         from monarch._src.mesh.proc_mesh import this_proc
-        from monarch._src.lowlevel import get_runtime
 
         if self.config.snapshot_interval_secs:
             warnings.warn(
