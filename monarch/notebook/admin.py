@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import threading
+from typing import Any
 
 import ipywidgets  # type: ignore[import-untyped]  # ipywidgets ships no type information
 
@@ -20,7 +21,7 @@ from monarch._src.admin.model import AdminModel, Snapshot, find_proc
 from monarch._src.admin.stacks import StackDump, dump_stacks
 from monarch._src.mesh.html import STATE_COLORS
 
-__all__ = ["AdminView", "stacks"]
+__all__ = ["AdminView", "stacks", "why"]
 
 _TABLE = "border-collapse:collapse;font-family:monospace;font-size:12px"
 _CELL = "border:1px solid #ccc;padding:1px 6px"
@@ -118,3 +119,12 @@ def stacks(mesh: str, rank: int, *, py_spy: bool = True, timeout: float = 30.0) 
     """The stack dump of rank `rank` of the actor or proc mesh called `mesh` (`client` for this
     process); print it to see every thread's stack."""
     return dump_stacks(find_proc(mesh, rank), py_spy=py_spy, timeout=timeout)
+
+
+def why(*, py_spy: bool = False) -> dict[str, Any]:
+    """Hang triage of this client's meshes (what `%mesh_why` prints): every actor rank's stack
+    and calls in flight, grouped, outliers named in `result["summary"]`. `print(
+    monarch._src.admin.why.format_triage(result))` shows it as `monarch why` does."""
+    from monarch._src.admin.why import triage
+
+    return triage(py_spy=py_spy)

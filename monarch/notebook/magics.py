@@ -16,6 +16,10 @@
   expression as `Out[rank 0]: <repr>`.
 * `%mesh_result` returns the last cell's values as a `ValueMesh` shaped like the targeted mesh
   or slice (a `RankError` in place of the value where the cell raised).
+* `%mesh_why [--py-spy] [--no-stacks] [--json]` is hang triage (`monarch why` in the notebook):
+  every actor rank's stack and calls in flight, grouped, outliers named ("3 ranks of trainer in
+  `all_reduce`; rank 2 of trainer in `load_batch` for 212 s"). It prints the report; with
+  `--json` it returns the triage dict instead.
 * If ranks raised, the cell fails with one `MeshCellError`: the failing ranks grouped by
   identical traceback, each group's remote traceback shown once.
 
@@ -43,6 +47,8 @@ if TYPE_CHECKING:
     from monarch.notebook.mesh_magic import CellResult, RankError
 
 __all__ = ["MeshCellError", "MeshMagics", "parse_target", "register"]
+
+_WHY_FLAGS = {"--py-spy", "--no-stacks", "--json"}
 
 USAGE = "usage: %%mesh NAME or %%mesh NAME[dim=INT, dim=START:STOP[:STEP], ...]"
 
@@ -227,6 +233,22 @@ class MeshMagics(Magics):
         if self.last is None:
             raise UsageError("%mesh_result: no %%mesh cell has run yet in this notebook.")
         return self.last
+
+    @line_magic
+    def mesh_why(self, line: str) -> dict[str, Any] | None:
+        """Hang triage of this notebook's meshes: print where every rank is (see the module
+        docstring); with `--json`, return the triage dict instead."""
+        from monarch._src.admin.why import format_triage, triage
+
+        flags = set(line.split())
+        if flags - _WHY_FLAGS:
+            raise UsageError(f"%mesh_why takes {', '.join(sorted(_WHY_FLAGS))}; got "
+                             f"{' '.join(sorted(flags - _WHY_FLAGS))}.")
+        result = triage(py_spy="--py-spy" in flags)
+        if "--json" in flags:
+            return result
+        sys.stdout.write(format_triage(result, stacks="--no-stacks" not in flags))
+        return None
 
 
 def register(ipython: Any) -> None:

@@ -195,7 +195,8 @@ def admin_get(target: Server | str, path: str, timeout: float = 60.0) -> Any:
             body = resp.read()
             ctype = resp.headers.get("Content-Type", "")
     except urllib.error.HTTPError as exc:
-        message = exc.read().decode(errors="replace")
+        with exc:
+            message = exc.read().decode(errors="replace")
         try:
             message = json.loads(message)["error"]["message"]
         except (ValueError, KeyError, TypeError):

@@ -351,7 +351,9 @@ def _health() -> dict[str, Any]:
             start = time.monotonic()
             answer = topo.ask(proc)
             latency = time.monotonic() - start
-            if answer is None:
+            if proc.state == "stopped":  # what its owner did: not a fault
+                status, detail = "pass", "stopped"
+            elif answer is None:
                 status, detail = "fail", proc.error or proc.state
             else:
                 status, detail = ("slow" if latency > _SLOW_PROBE else "pass"), ""
@@ -359,12 +361,13 @@ def _health() -> dict[str, Any]:
                                 "latency_ms": round(latency * 1000, 2), "detail": detail})
             for actor in proc.actors.values():
                 state = actor_state(actor)
-                bad = state in ("failed", "stopped") or answer is None
+                bad = state == "failed" or (answer is None and state != "stopped")
                 host_checks.append({
                     "ref": topo.actor_ref(proc, actor), "kind": "actor",
                     "status": "fail" if bad else "pass", "latency_ms": 0.0,
-                    "detail": actor.report or (state if bad else "")})
-        reachable = any(c["kind"] == "proc" and c["status"] != "fail" for c in host_checks)
+                    "detail": actor.report or (state if state != "running" else "")})
+        reachable = any(c["kind"] == "proc" and c["status"] != "fail" for c in host_checks) \
+            or all(topo.procs[r].state == "stopped" for r in refs)
         checks.append({"ref": f"host:{host}", "kind": "host",
                        "status": "pass" if reachable else "fail", "latency_ms": 0.0,
                        "detail": "" if reachable else "no proc on this host answers"})

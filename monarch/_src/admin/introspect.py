@@ -161,6 +161,9 @@ def local_introspect(rt: Runtime | None = None, frames: bool = False) -> dict[st
             "rank": getattr(info, "rank", 0),
             "display": str(getattr(actor, "display", key)) if info is not None else key,
             "failure": failure,
+            # A stop's error reads "actor X has status: stopped (reason)"; any other, a failure.
+            "ended": None if failure is None else
+            "stopped" if "has status: stopped" in failure else "failed",
             "failed_at": watch.failed_at.get(key) if failure is not None else None,
             "queue_depth": len(queued),
             "in_flight": watch.in_flight(key),

@@ -295,12 +295,11 @@ class Topology:
 
 
 def actor_state(actor: ActorNode) -> str:
+    """running, failed or stopped: the root's view, else what the actor's proc reported."""
     if actor.state in ("failed", "stopped"):
         return actor.state
-    failure = actor.info.get("failure") if actor.info else None
-    if failure:
-        return "stopped" if "stopped" in str(failure).split(":", 1)[0] else "failed"
-    return actor.state
+    ended = actor.info.get("ended") if actor.info else None
+    return str(ended) if ended else actor.state  # its proc knows (a mesh the root forgot)
 
 
 def _class_of(display: str) -> str:
