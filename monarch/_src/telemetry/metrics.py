@@ -84,12 +84,16 @@ RUNTIME_SCOPE = "hyperactor::metrics"
 AttrKey = tuple[Any, ...]  # a series: attribute values (fixed names) or sorted (name, value)s
 
 
+def _check_attributes(instrument: str, attributes: Any) -> None:
+    if attributes is not None and not isinstance(attributes, (dict, Mapping)):
+        raise TypeError(f"Instrument {instrument!r} takes its attributes as a dict, got "
+                        f"{type(attributes).__name__}.")
+
+
 def _attr_key(instrument: str, attributes: Mapping[str, Any] | None) -> AttrKey:
     if not attributes:
         return ()
-    if not isinstance(attributes, Mapping):
-        raise TypeError(f"Instrument {instrument!r} takes its attributes as a dict, got "
-                        f"{type(attributes).__name__}.")
+    _check_attributes(instrument, attributes)
     return tuple(sorted((str(k), str(v)) for k, v in attributes.items()))
 
 
@@ -155,9 +159,10 @@ class Counter(_Sum):
         if amount < 0:
             raise ValueError(f"Counter {self.name!r} only goes up, got {amount}; use an "
                              f"UpDownCounter for amounts that go down.")
-        key = _attr_key(self.name, attributes)
-        if _EXPORTER is not None:
-            self._bump(key, int(amount))
+        if _EXPORTER is None:
+            _check_attributes(self.name, attributes)  # refused while off too, but not keyed
+            return
+        self._bump(_attr_key(self.name, attributes), int(amount))
 
 
 class UpDownCounter(_Sum):
@@ -168,9 +173,10 @@ class UpDownCounter(_Sum):
     def add(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
         """Add `amount` (negative goes down; truncated to an integer)."""
         _check_number(self.name, amount)
-        key = _attr_key(self.name, attributes)
-        if _EXPORTER is not None:
-            self._bump(key, int(amount))
+        if _EXPORTER is None:
+            _check_attributes(self.name, attributes)  # refused while off too, but not keyed
+            return
+        self._bump(_attr_key(self.name, attributes), int(amount))
 
 
 class Histogram(Instrument):
@@ -192,9 +198,10 @@ class Histogram(Instrument):
     def record(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
         """Record one measurement."""
         _check_number(self.name, amount)
-        key = _attr_key(self.name, attributes)
-        if _EXPORTER is not None:
-            self._observe(key, amount)
+        if _EXPORTER is None:
+            _check_attributes(self.name, attributes)  # refused while off too, but not keyed
+            return
+        self._observe(_attr_key(self.name, attributes), amount)
 
     def _observe(self, key: AttrKey, amount: float) -> None:
         bucket = bisect.bisect_left(self.bounds, amount)  # bucket i holds (bounds[i-1], bounds[i]]
@@ -222,9 +229,10 @@ class Gauge(Instrument):
     def set(self, amount: float, attributes: Mapping[str, Any] | None = None) -> None:
         """Set the series' value."""
         _check_number(self.name, amount)
-        key = _attr_key(self.name, attributes)
         if _EXPORTER is None:
+            _check_attributes(self.name, attributes)
             return
+        key = _attr_key(self.name, attributes)
         with self._lock:
             self._pending[key] = amount
 
