@@ -30,7 +30,7 @@ from monarch._src.hosts.remote import (
     run_worker_loop_until_shutdown,
     start_worker_loop_forever,
 )
-from monarch._src.mesh import hooks as _hooks
+from monarch._src.mesh import hooks as _hooks, telemetry as _telemetry
 from monarch._src.mesh.accumulator import Accumulator
 from monarch._src.mesh.actor import Actor, concurrent_endpoint, endpoint
 from monarch._src.mesh.actor_mesh import ActorMesh
@@ -51,7 +51,7 @@ from monarch._src.mesh.log_prefix import install_log_prefix as _install_log_pref
 from monarch._src.mesh.port import Channel, Port, PortReceiver
 from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
 from monarch._src.mesh.returns_future import returns_future
-from monarch._src.mesh.telemetry import get_meter, span, traced
+from monarch._src.mesh.telemetry import span, traced
 from monarch._src.mesh.unsupported import attach
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
@@ -62,6 +62,18 @@ from monarch._src.wiring import controller as _wiring
 
 _wiring.install()
 _hooks.fault_hook.install(lambda: unhandled_fault_hook)  # read at each fault: users reassign it
+
+def get_meter(name: str | None = None, *args: Any, **kwargs: Any) -> Any:
+    """Monarch's meter, as on Monarch: `get_meter()` is the process-wide meter (scope
+    "monarch") whose instruments become the job's `metric_*` telemetry rows (and OTLP and
+    Prometheus, see `monarch._src.telemetry.metrics`); `get_meter(name, ...)` is
+    OpenTelemetry's meter `name` (a meter that drops measurements without OpenTelemetry)."""
+    if name is None and not args and not kwargs and _telemetry.OTEL:
+        from monarch._src.actor.telemetry import get_meter as monarch_meter
+
+        return monarch_meter()
+    return _telemetry.get_meter("monarch" if name is None else name, *args, **kwargs)
+
 
 __all__ = [
     "Accumulator",

@@ -292,3 +292,22 @@ def test_a_sink_holds_rows_until_its_collector_listens_and_one_collector_owns_a_
         server.server_close()
     finally:
         sink.close()
+
+
+def test_runtime_and_user_metrics_are_rows_of_metric_sums(job: Any) -> None:
+    import monarch.actor
+
+    state, _ = job
+    monarch.actor.get_meter().create_counter("tm.requests").add(3, {"route": "a"})
+    posts = _rows(state, "SELECT attributes_json, sum_u64, temporality FROM metric_sums "
+                         "WHERE name = 'mailbox.posts' AND sum_u64 > 0")
+    assert posts and all(r["temporality"] == "delta" for r in posts)
+    assert all({"actor_id", "dest_actor_id"} <= set(json.loads(r["attributes_json"]))
+               for r in posts)
+    handled = _rows(state, "SELECT SUM(count) AS n FROM metric_histograms "
+                           "WHERE name = 'actor.message_handler_duration.ns'",
+                    lambda r: (r[0]["n"] or 0) >= 2 * CALLS)
+    assert handled[0]["n"] >= 2 * CALLS
+    mine = _rows(state, "SELECT scope_name, attributes_json, sum_u64 FROM metric_sums "
+                        "WHERE name = 'tm.requests'")
+    assert mine == [{"scope_name": "monarch", "attributes_json": '{"route":"a"}', "sum_u64": 3}]

@@ -19,7 +19,7 @@ import os
 import warnings
 from typing import Any
 
-from monarch._src.telemetry import record
+from monarch._src.telemetry import metrics, record
 
 __all__ = ["Telemetry", "TelemetryConfig"]
 
@@ -113,6 +113,7 @@ class Telemetry:
         os.makedirs(directory, mode=0o700, exist_ok=True)
         os.chmod(directory, 0o700)
         record.install(record.socket_path(apply_id))
+        metrics.start("monarch-client")
         rt = get_runtime()
         observe.client_started(current_instance(), rt.address, rt.proc_id)
         root = this_proc().spawn("telemetry", TelemetryActor, apply_id,
@@ -144,4 +145,5 @@ class Telemetry:
                 root.stop("telemetry stopped").get(timeout=10.0)
             except Exception:
                 logger.info("stopping the telemetry collectors failed", exc_info=True)
+        metrics.stop()
         record.uninstall()

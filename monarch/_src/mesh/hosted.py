@@ -189,7 +189,7 @@ class HostedActor:
             self._reject(env)
             return
         if self.telemetry_id is not None:
-            self._queued_us[id(env)] = observe.message_queued()
+            self._queued_us[id(env)] = observe.message_queued(self.telemetry_id)
         self.thread.enqueue(env)
 
     def cancel(self, reply: Any) -> None:
@@ -526,8 +526,7 @@ class HostedActor:
             return self.failure
         self.failure = SupervisionError(report)
         if self.telemetry_id is not None:
-            observe.actor_status(self.telemetry_id, "Stopping")
-            observe.actor_status(self.telemetry_id, "Failed", report)
+            observe.actor_failed(self.telemetry_id, report)
         for task in list(self._tasks):
             task.cancel()
         # Everything still waiting on this actor resolves now: the calls it was handling, the

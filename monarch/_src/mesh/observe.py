@@ -28,15 +28,17 @@ from __future__ import annotations
 import functools
 import inspect
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 from monarch._src.shape import Shape
-from monarch._src.telemetry import record
+from monarch._src.telemetry import metrics, record
 
 __all__ = [
     "ProcTelemetry",
     "actor_created",
+    "actor_failed",
     "actor_mesh_spawned",
     "actor_status",
     "cast_sent",
@@ -160,6 +162,7 @@ class ProcTelemetry:
 
     def __call__(self) -> None:
         record.install(self.path)
+        metrics.start("monarch-proc")
 
 
 def proc_mesh_spawned(pm: Any, host_mesh: Any, table: Any) -> None:
@@ -191,6 +194,7 @@ def cast_sent(sender: Any, actor_key: str, view: Shape) -> int:
     """Record a cast from actor instance `sender` to the `view` of actor mesh `actor_key`;
     the sender's id (for the CALLs' `origin`)."""
     sender_id = instance_id(sender)
+    metrics.message_posted(str(sender_id), actor_key)
     vj = view_json(view)
     record.emit("sent_messages", {"id": record.random_id(), "timestamp_us": record.now_us(),
                                   "sender_actor_id": sender_id,
@@ -222,15 +226,28 @@ def root_status(status: str) -> int:
     return actor_id
 
 
-def message_queued() -> int:
-    """When a CALL reaches an actor's queue (its `queued` time)."""
-    return record.now_us()
-
-
 def _message_status(message_id: int, status: str, now: int | None = None) -> None:
     record.emit("message_status_events", {"id": record.random_id(),
                                           "timestamp_us": now or record.now_us(),
                                           "message_id": message_id, "status": status})
+
+
+def _handler_end(message_id: int, actor: str, method: str, began: float, ok: bool) -> None:
+    _message_status(message_id, "complete" if ok else "failed")
+    metrics.handler_done(actor, method, time.monotonic() - began, ok)
+
+
+def message_queued(actor_id: int) -> int:
+    """A CALL reached the queue of actor `actor_id`: its `queued` time."""
+    metrics.message_queued(str(actor_id))
+    return record.now_us()
+
+
+def actor_failed(actor_id: int, report: str) -> None:
+    """Actor `actor_id` failed with `report`: Stopping, then Failed."""
+    _status_row(actor_id, "Stopping", None)
+    _status_row(actor_id, "Failed", report)
+    metrics.actor_failed(str(actor_id))
 
 
 def record_handler(fn: Callable[..., Any], actor_id: int, origin: int | None, method: str,
@@ -238,9 +255,12 @@ def record_handler(fn: Callable[..., Any], actor_id: int, origin: int | None, me
     """`fn` (an endpoint's bound method) recording its message: the `messages` row and the
     queued / active events when it starts, complete or failed when it ends."""
 
+    actor = str(actor_id)
+
     def start() -> int:
         message_id = record.random_id()
         now = record.now_us()
+        metrics.message_dequeued(actor)
         record.emit("messages", {"id": message_id, "timestamp_us": now,
                                  "from_actor_id": origin or 0, "to_actor_id": actor_id,
                                  "endpoint": method,
@@ -253,12 +273,13 @@ def record_handler(fn: Callable[..., Any], actor_id: int, origin: int | None, me
         @functools.wraps(fn)
         async def recorded_async(*args: Any, **kwargs: Any) -> Any:
             message_id = start()
+            began = time.monotonic()
             try:
                 result = await fn(*args, **kwargs)
             except BaseException:
-                _message_status(message_id, "failed")
+                _handler_end(message_id, actor, method, began, False)
                 raise
-            _message_status(message_id, "complete")
+            _handler_end(message_id, actor, method, began, True)
             return result
 
         return recorded_async
@@ -266,12 +287,13 @@ def record_handler(fn: Callable[..., Any], actor_id: int, origin: int | None, me
     @functools.wraps(fn)
     def recorded(*args: Any, **kwargs: Any) -> Any:
         message_id = start()
+        began = time.monotonic()
         try:
             result = fn(*args, **kwargs)
         except BaseException:
-            _message_status(message_id, "failed")
+            _handler_end(message_id, actor, method, began, False)
             raise
-        _message_status(message_id, "complete")
+        _handler_end(message_id, actor, method, began, True)
         return result
 
     return recorded
