@@ -370,3 +370,40 @@ def test_metrics_otlp_bad_temporality_preference_is_refused(
     with pytest.raises(ValueError, match="TEMPORALITY_PREFERENCE is 'sometimes'"):
         metrics.start("bad-pref")
     assert not metrics.running()
+
+
+# A fresh interpreter that forks (as a zygote forks procs) while its metrics are on.
+_FORK_SCRIPT = r"""
+import json, os
+from monarch._src.telemetry import metrics
+metrics.start("parent", export_s=3600)
+hits = metrics.get_meter().create_counter("fork.hits")
+hits.add(5)
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    was_running = metrics.running()
+    metrics.start("child", export_s=3600)
+    hits.add(2)
+    rows = [r for _, r in metrics.flush()]
+    os.write(write, json.dumps([was_running, rows]).encode())
+    os._exit(0)
+os.close(write)
+with os.fdopen(read) as pipe:
+    child = json.loads(pipe.read())
+os.waitpid(pid, 0)
+print(json.dumps({"child": child, "parent": [r for _, r in metrics.flush()]}))
+"""
+
+
+def test_metrics_forked_child_starts_off_and_exports_its_own() -> None:
+    out = subprocess.run([sys.executable, "-c", _FORK_SCRIPT], cwd=REPO, check=True,
+                         capture_output=True, text=True, timeout=50).stdout
+    result = json.loads(out.strip().splitlines()[-1])
+    was_running, child_rows = result["child"]
+    assert not was_running
+    [child] = child_rows
+    resource = json.loads(child["resource_attributes_json"])
+    assert (child["sum_u64"], resource["service.name"]) == (2, "child")
+    [parent] = result["parent"]
+    assert parent["sum_u64"] == 5

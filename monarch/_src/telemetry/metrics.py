@@ -130,6 +130,11 @@ class Instrument:
             return dict(zip(self.attr_names, key, strict=True))
         return dict(key)
 
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock, nothing pending."""
+        self._lock = threading.Lock()
+        self._pending = {}
+
     def drain(self) -> dict[AttrKey, Any]:
         """Take the aggregates since the last export (the export thread calls this)."""
         with self._lock:
@@ -267,6 +272,10 @@ class Observable(Instrument):
             self.callbacks.append((callback, generator))
         self._last: dict[AttrKey, float] = {}  # counters: the totals observed at the last export
 
+    def reset_after_fork(self) -> None:
+        super().reset_after_fork()
+        self._last = {}
+
     def drain(self) -> dict[AttrKey, Any]:
         options = CallbackOptions()
         observed: dict[AttrKey, Any] = {}
@@ -295,6 +304,10 @@ class Meter:
     def __init__(self, scope: str) -> None:
         self.scope = scope
         self._instruments: dict[tuple[str, str], Instrument] = {}
+        self._lock = threading.Lock()
+
+    def reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock."""
         self._lock = threading.Lock()
 
     def _get(self, kind: str, name: str, make: Callable[[], Instrument]) -> Any:
@@ -614,3 +627,20 @@ def _export_at_exit() -> None:
         except Exception:
             # The interpreter is going away; a failed last export must not mask its exit.
             logger.debug("last metrics export failed", exc_info=True)
+
+
+def _after_fork_in_child() -> None:
+    # A forked child (a zygote's proc) inherits the parent's exporter but not its thread, and
+    # possibly a lock some other thread of the parent held: it starts with metrics off, fresh
+    # locks and nothing pending, so its own `start` begins a real export.
+    global _EXPORTER, _REGISTRY_LOCK, _START_LOCK
+    _EXPORTER = None
+    _REGISTRY_LOCK = threading.Lock()
+    _START_LOCK = threading.Lock()
+    for inst in _REGISTRY:
+        inst.reset_after_fork()
+    for meter in _METERS.values():
+        meter.reset_after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
