@@ -104,6 +104,7 @@ def test_metrics_custom_counter_one_metric_sums_row_with_schema_columns(
     resource = json.loads(row["resource_attributes_json"])
     assert resource["service.name"] == "metrics-test"
     assert resource["telemetry.sdk.name"] == "opentelemetry"
+    assert len(resource["service.instance.id"]) == 32  # one per process
     assert row["start_timestamp_us"] <= row["timestamp_us"]
 
 

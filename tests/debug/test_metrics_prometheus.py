@@ -171,6 +171,7 @@ def test_real_prometheus_scrapes_counters_histograms_and_builtins(
     assert series["metric"]["outcome"] == "success"
     assert series["metric"]["service_name"] == "prom-test"
     assert series["metric"]["job"] == "monarch"
+    assert len(series["metric"]["service_instance_id"]) == 32
     assert series["value"][1] == "3"
     [count] = _poll(query, "example_latency_count", deadline)
     assert count["value"][1] == "1"

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import threading
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -456,8 +457,11 @@ def _sdk_version() -> str:
 
 
 def resource_attributes(service_name: str) -> dict[str, str]:
-    """The resource attributes of this process's rows (OpenTelemetry's semantic conventions)."""
-    attrs = {"service.name": service_name, "telemetry.sdk.language": "python",
+    """The resource attributes of this process's rows (OpenTelemetry's semantic conventions).
+    `service.instance.id` is new for each `start`: processes sharing a service name stay
+    separate series (an OTLP backend would otherwise see two running totals for one series)."""
+    attrs = {"service.name": service_name, "service.instance.id": uuid.uuid4().hex,
+             "telemetry.sdk.language": "python",
              "telemetry.sdk.name": "opentelemetry", "telemetry.sdk.version": _sdk_version(),
              "telemetry.distro.name": "monarch"}
     return {k: v for k, v in attrs.items() if v}

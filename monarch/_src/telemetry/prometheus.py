@@ -7,8 +7,9 @@ up, gauges keep the last value. `text()` writes them in Prometheus' text format 
 0.0.4): monotonic sums are counters named `<name>_total`, other sums and gauges are gauges,
 histograms have cumulative `_bucket{le=...}`, `_sum` and `_count`. A name's characters outside
 `[a-zA-Z0-9_:]` become `_` (`mailbox.posts` is `mailbox_posts_total`); the labels are the
-series' attributes plus `otel_scope_name` and `service_name` (the resource's `service.name`),
-as OpenTelemetry's Prometheus mapping names them.
+series' attributes plus `otel_scope_name`, `service_name` and `service_instance_id` (the
+resource's `service.name` and `service.instance.id`: one process), as OpenTelemetry's Prometheus
+mapping names them.
 
 `serve_text(source, host, port)` serves `source()` at `/metrics` from a thread; any process
 holding totals (one proc, the host collector, the controller) can mount it.
@@ -131,9 +132,10 @@ def _label_name(name: str) -> str:
 def _labels(row: dict[str, Any]) -> dict[str, str]:
     labels = {_label_name(k): str(v) for k, v in json.loads(row["attributes_json"]).items()}
     labels["otel_scope_name"] = row["scope_name"]
-    service = json.loads(row["resource_attributes_json"]).get("service.name")
-    if service:
-        labels["service_name"] = str(service)
+    resource = json.loads(row["resource_attributes_json"])
+    for key in ("service.name", "service.instance.id"):
+        if resource.get(key):
+            labels[_label_name(key)] = str(resource[key])
     return labels
 
 
