@@ -1,5 +1,6 @@
-"""`%mesh_why` in an in-process IPython shell against real procs: the hang-triage report of a
-mesh where one rank blocks in a different function than the others."""
+"""`%mesh_why` against real procs: the hang-triage report of a mesh where one rank blocks in a
+different function than the others. The magic is called on a `MeshMagics` of its own (as
+`%mesh_result`'s usage test does), leaving IPython's global test shell to test_magics.py."""
 
 from __future__ import annotations
 
@@ -13,23 +14,13 @@ from tests.debug.hang_actors import Releaser, Trainer
 pytestmark = [pytest.mark.timeout(120), pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ip() -> Any:
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.testing.globalipapp import start_ipython
-
-    from monarch.notebook.magics import register
-
-    if InteractiveShell.initialized() and type(InteractiveShell.instance()) is InteractiveShell:
-        InteractiveShell.clear_instance()
-    shell = start_ipython()
-    register(shell)
-    return shell
-
-
-def test_mesh_why_names_the_rank_in_another_function(ip: Any, procs4: Any,
+def test_mesh_why_names_the_rank_in_another_function(procs4: Any,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
     from IPython.core.error import UsageError
+
+    from monarch.notebook.magics import MeshMagics
+
+    magics = MeshMagics(None)
 
     releaser = procs4.spawn("why_releaser", Releaser)
     releaser.reset.call().get(timeout=30)
@@ -38,7 +29,7 @@ def test_mesh_why_names_the_rank_in_another_function(ip: Any, procs4: Any,
     try:
         deadline = time.monotonic() + 30
         while True:  # until the four ranks are inside their functions (a remote state)
-            result = ip.run_line_magic("mesh_why", "--json")
+            result = magics.mesh_why("--json")
             groups = [g for m in result["meshes"] if m["mesh"] == "why_trainer"
                       for g in m["groups"] if g["kind"] == "stack"]
             if sum(g["count"] for g in groups) == 4:
@@ -48,11 +39,11 @@ def test_mesh_why_names_the_rank_in_another_function(ip: Any, procs4: Any,
         assert "3 ranks of why_trainer in `all_reduce`" in result["summary"]
         assert "rank 1 of why_trainer in `load_batch`" in result["summary"]
         capsys.readouterr()
-        assert ip.run_line_magic("mesh_why", "--no-stacks") is None
+        assert magics.mesh_why("--no-stacks") is None
         out = capsys.readouterr().out
         assert out.startswith("monarch why: ") and "! rank 1 of why_trainer in `load_batch`" in out
         with pytest.raises(UsageError, match="%mesh_why takes"):
-            ip.run_line_magic("mesh_why", "--bogus")
+            magics.mesh_why("--bogus")
     finally:
         releaser.release.call().get(timeout=30)
         pending.get(timeout=30)
