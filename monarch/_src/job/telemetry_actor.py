@@ -10,7 +10,7 @@ The collector in the client process is the query root: `start_worker_collector(h
 spawns a `telemetry_hosts` proc per host of the mesh with a collector each, and keeps the
 active ones. `scan(table, ...)` returns the root's rows plus every worker collector's, as an
 Arrow IPC stream; a worker that fails, is stopped or does not answer within
-`SCAN_WORKER_TIMEOUT_SECS` reduces what the query covers and is logged, it never fails the
+`_SCAN_WORKER_TIMEOUT_SECS` reduces what the query covers and is logged, it never fails the
 query. A worker collector mesh that fails is dropped from the fan-out (`__supervise__`).
 """
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import uuid
 from typing import Any
 
 from monarch._src.job.telemetry_store import (
@@ -31,12 +32,12 @@ from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import current_rank
 from monarch._src.telemetry import record
 
-__all__ = ["SCAN_WORKER_TIMEOUT_SECS", "TelemetryActor", "telemetry_socket_dir",
+__all__ = ["TelemetryActor", "telemetry_socket_dir",
            "telemetry_socket_path"]
 
 logger = logging.getLogger(__name__)
 
-SCAN_WORKER_TIMEOUT_SECS = 10.0
+_SCAN_WORKER_TIMEOUT_SECS = 10.0
 
 telemetry_socket_dir = record.socket_dir
 telemetry_socket_path = record.socket_path
@@ -109,7 +110,9 @@ class TelemetryActor(Actor):
         if not spawn_worker_collector:
             return None
         try:
-            mesh = procs.spawn("TelemetryActor", actor_class, apply_id, self._retention_secs)
+            # A name of its own: a failure names the mesh (`__supervise__` drops that one).
+            mesh = procs.spawn(f"telemetry_collector_{uuid.uuid4().hex[:8]}", actor_class,
+                               apply_id, self._retention_secs)
             active = any(ok for _, ok in mesh.activate.call().get().items())
         except Exception:
             self._stop(procs, "telemetry collector start-up failed")
@@ -174,11 +177,11 @@ class TelemetryActor(Actor):
                 self._worker_collectors.pop(name, None)
         for name, future in pending:
             try:
-                for _, payload in future.get(timeout=SCAN_WORKER_TIMEOUT_SECS).items():
+                for _, payload in future.get(timeout=_SCAN_WORKER_TIMEOUT_SECS).items():
                     parts.append(from_ipc(payload))
             except TimeoutError:
                 logger.warning("telemetry scan of %s timed out after %ss; skipped", name,
-                               SCAN_WORKER_TIMEOUT_SECS)
+                               _SCAN_WORKER_TIMEOUT_SECS)
             except Exception:
                 logger.info("telemetry scan of %s failed; dropping it", name, exc_info=True)
                 self._worker_collectors.pop(name, None)

@@ -118,7 +118,13 @@ def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
 def check(mesh: ActorMesh[Any], method: str) -> None:
     """Raise the `SupervisionError` a call to `method` gets when `mesh` (or a proc it targets)
     was stopped or failed, as far as this process knows."""
-    mesh._check_usable(method)
+    try:
+        mesh._check_usable(method)
+    except SupervisionError:
+        if record.SINK is not None:  # a send attempt, as Monarch records it
+            cast = plan(mesh)
+            _record_cast(mesh, cast.actor_key, cast.ranks, None)
+        raise
 
 
 def post_call(
@@ -147,7 +153,7 @@ def post_call(
     """
     if not checked:
         try:
-            mesh._check_usable(method)
+            check(mesh, method)
         except SupervisionError as err:
             if reply is None or reply_for is not None:
                 raise
