@@ -83,6 +83,11 @@ def job() -> Iterator[tuple[Any, dict[str, Any]]]:
         job.kill()
 
 
+def test_telemetry_brings_the_admin_api_along(job: Any) -> None:
+    state, _ = job
+    assert state.admin_url and state.query_engine is None and state.dashboard_url is None
+
+
 def _mesh_id(state: Any, name: str) -> int:
     rows = _rows(state, f"SELECT id FROM meshes WHERE given_name = '{name}'")
     assert len(rows) == 1, rows

@@ -117,8 +117,10 @@ class JobTrait(abc.ABC):
             if telemetry is None:
                 telemetry = self.__dict__["_live_telemetry"] = Telemetry(config)
             telemetry.start(self._apply_id or uuid.uuid4().hex, state._hosts)
-            state.telemetry_url = telemetry.url
-            state.query_engine_client = QueryEngineClient(telemetry.url)
+            url = telemetry.url
+            assert url is not None  # start() leaves its server running
+            state.telemetry_url = url
+            state.query_engine_client = QueryEngineClient(url)
         return state
 
     def kill(self) -> None:
@@ -186,7 +188,9 @@ class JobTrait(abc.ABC):
                 f"{type(config).__name__}.")
         Telemetry.check_installed()
         self._telemetry_config = config if config is not None else TelemetryConfig(**kw)
-        if mesh_admin_config is not None:
+        # As on torchmonarch, telemetry brings the mesh admin API (state.admin_url) along:
+        # with `mesh_admin_config`, or the default unless the admin API is configured already.
+        if mesh_admin_config is not None or self.__dict__.get("_admin_config") is None:
             self.enable_admin(mesh_admin_config)
         return self
 
