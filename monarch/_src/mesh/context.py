@@ -22,6 +22,7 @@ __all__ = [
     "ActorId",
     "Context",
     "Instance",
+    "binding_instance",
     "check_cancelled",
     "context",
     "current_actor_name",
@@ -97,6 +98,11 @@ class Instance:
         self._host = host  # the hosted actor behind this instance (None for the root client)
         self._proc_mesh: ProcMesh | None = None  # filled in lazily
         self.owned_meshes: list[Any] = []  # meshes this actor spawned and owns, in spawn order
+
+    def _as_rust(self) -> Instance:
+        """torchmonarch's binding-side instance, which its low-level APIs take (`Port`, the
+        log client): there is no Rust side here, so the instance itself."""
+        return self
 
     @property
     def actor_id(self) -> ActorId:
@@ -259,6 +265,12 @@ class ClientContext:
 
 
 client_context = ClientContext()
+
+
+def binding_instance(instance: Any) -> Any:
+    """What torchmonarch's low-level APIs take for `instance`: its `_as_rust()` (the instance
+    itself here, or whatever a test's stand-in returns)."""
+    return instance._as_rust()
 
 
 def context() -> Context:

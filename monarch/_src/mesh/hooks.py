@@ -133,6 +133,16 @@ future_view: Slot[Callable[[Any], dict[str, Any] | None]] = _slot(
     "No notebook is installed: a mesh call future shows its plain repr",
 )
 
+#: `logging_manager(proc_mesh) -> LoggingManager`: torchmonarch's per-mesh log client
+#: (`ProcMesh._logging_manager`). Filled by `monarch._src.actor.logging` when it is imported
+#: (Monarch's private path, which code reading that attribute imports).
+logging_manager: Slot[Callable[[Any], Any]] = _slot(
+    "logging_manager",
+    "torchmonarch's LoggingManager of a proc mesh (ProcMesh._logging_manager).",
+    "ProcMesh._logging_manager is torchmonarch's private log client: import "
+    "monarch._src.actor.logging first",
+)
+
 # --- filled by monarch._src.actor.mock when a patch is first used (and in procs it reaches) ----
 
 #: `actor_class(Class) -> Class`: the class `ProcMesh.spawn` really spawns when asked for

@@ -17,7 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monarch._src.config import get as config_get
-from monarch._src.mesh import hooks, observe, traffic
+from monarch._src.mesh import hooks, traffic
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
@@ -33,7 +33,6 @@ from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
-from monarch._src.telemetry import record
 
 if TYPE_CHECKING:
     from monarch._src.mesh.host_mesh import HostMesh
@@ -41,8 +40,13 @@ if TYPE_CHECKING:
 __all__ = [
     "ProcMesh",
     "ProcTable",
+    "active_proc_meshes",
+    "apply_log_mode",
+    "check_log_mode",
     "fetch_proc_mesh",
+    "flush_proc_logs",
     "forget_table",
+    "log_manager_of",
     "mesh_id",
     "proc_table",
     "report_proc_failure",
@@ -298,6 +302,7 @@ class ProcMesh(MeshTrait):
     # torchmonarch's handle on the Rust-side mesh (`_proc_mesh`), once read or set; None: the
     # default view, resolving when the table is ready. Pickling waits for it; spawn does not.
     _native: Shared[NativeMesh] | None
+    _log_manager: Any  # torchmonarch's LoggingManager of this mesh, once asked for; else None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -326,6 +331,7 @@ class ProcMesh(MeshTrait):
         pm._id = mesh_id or f"{name}-{uuid.uuid4().hex[:8]}"
         pm._owner_addr = owner_addr or get_runtime().address
         pm._native = None
+        pm._log_manager = None
         if owned:
             _registry[pm._id] = pm
             if table.extent is None:
@@ -404,8 +410,6 @@ class ProcMesh(MeshTrait):
         for i, rank in enumerate(shape.ranks()):
             info = SpawnInfo(key, name, i, labels, sizes, creator, (self._owner_addr, self._id))
             rt.mailbox.post(keys[rank], Control(CONTROL, "spawn", (info, payload), None))
-        if record.SINK is not None:
-            observe.actor_mesh_spawned(key, name, Class, self)
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
         me.owned_meshes.append(mesh)
         tree.add(key, name, owner_key(me.actor_key), len(shape), actors=True)
@@ -488,37 +492,25 @@ class ProcMesh(MeshTrait):
     ) -> None:
         """Whether this mesh's procs' stdout/stderr reach this process, how repeated lines are
         collapsed (`aggregate_window_sec`), and the Python logging level in the procs."""
-        if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 255:
-            raise ValueError(f"logging_option level must be an int from 0 to 255, not {level!r}.")
-        if aggregate_window_sec is not None and not stream_to_client:
-            raise ValueError(
-                "logging_option: an aggregate_window_sec needs stream_to_client=True (there is "
-                "nothing to aggregate when nothing is streamed)."
-            )
-        if aggregate_window_sec is not None and aggregate_window_sec <= 0:
-            raise ValueError(
-                f"logging_option aggregate_window_sec must be positive, not {aggregate_window_sec}."
-            )
-        if stream_to_client and not config_get("enable_log_forwarding"):
-            warnings.warn(
-                "logging_option(stream_to_client=True) has no effect: log forwarding is off, and "
-                "procs write to this process's terminal directly. Set enable_log_forwarding "
-                "before spawning procs to forward their output.",
-                UserWarning,
-                stacklevel=2,
-            )
-        if not self._owned or self._host is None:
-            raise ValueError(
-                "logging_option is set by the proc mesh's owner: call it on the mesh that "
-                "spawn_procs returned, not on a slice or a received reference."
-            )
-        await asyncio.wrap_future(self._table.ready)
-        if config_get("enable_log_forwarding"):
-            # What the procs printed before this call is written under the old options.
-            await asyncio.wrap_future(self._host._agent.flush_logs([self._table]))
-        self._table.log_stream = stream_to_client
-        self._table.log_window = aggregate_window_sec
-        await asyncio.wrap_future(self._host._agent.set_log_level(self._table, level))
+        check_log_mode(self, stream_to_client, aggregate_window_sec, level, stacklevel=3)
+        if hooks.logging_manager.get() is not None:
+            # Through torchmonarch's log manager, as there: code that patches it sees the call,
+            # and in IPython it flushes every mesh's output after each cell.
+            await self._logging_manager.logging_option(
+                stream_to_client=stream_to_client, aggregate_window_sec=aggregate_window_sec,
+                level=level)
+        else:
+            await apply_log_mode(self, stream_to_client, aggregate_window_sec, level)
+
+    @property
+    def _logging_manager(self) -> Any:
+        """torchmonarch's per-mesh log client (`monarch._src.actor.logging.LoggingManager`),
+        made on first use by the `logging_manager` hook slot; the owned mesh's drives this
+        mesh's forwarding (`set_log_mode`, `flush_proc_logs`), a slice's or a reference's has no
+        client (its flushes do nothing)."""
+        if self._log_manager is None:
+            self._log_manager = hooks.logging_manager.require()(self)
+        return self._log_manager
 
     def __reduce__(self) -> tuple[Any, ...]:
         # A sent mesh names procs that are up: wait for the mesh's native view (by default, the
@@ -576,6 +568,73 @@ def _rebuild_proc_mesh(
 ) -> ProcMesh:
     return ProcMesh._create(table, shape, host=None, name=name, owned=False, mesh_id=mesh_id,
                             owner_addr=owner_addr)
+
+
+def check_log_mode(pm: ProcMesh, stream_to_client: bool, aggregate_window_sec: float | None,
+                   level: int, stacklevel: int = 3, warn: bool = True) -> None:
+    """Refuse log options `apply_log_mode` cannot honour on `pm`, naming the bad one; warn
+    when streaming is asked for while log forwarding is off (`stacklevel` as `warnings.warn`
+    takes it here: 3 names the caller of this function's caller)."""
+    if isinstance(level, bool) or not isinstance(level, int) or not 0 <= level <= 255:
+        raise ValueError(f"logging_option level must be an int from 0 to 255, not {level!r}.")
+    if aggregate_window_sec is not None and not stream_to_client:
+        raise ValueError(
+            "logging_option: an aggregate_window_sec needs stream_to_client=True (there is "
+            "nothing to aggregate when nothing is streamed)."
+        )
+    if aggregate_window_sec is not None and aggregate_window_sec <= 0:
+        raise ValueError(
+            f"logging_option aggregate_window_sec must be positive, not {aggregate_window_sec}."
+        )
+    if warn and stream_to_client and not config_get("enable_log_forwarding"):
+        warnings.warn(
+            "logging_option(stream_to_client=True) has no effect: log forwarding is off, and "
+            "procs write to this process's terminal directly. Set enable_log_forwarding "
+            "before spawning procs to forward their output.",
+            UserWarning,
+            stacklevel=stacklevel,
+        )
+    if not pm._owned or pm._host is None:
+        raise ValueError(
+            "logging_option is set by the proc mesh's owner: call it on the mesh that "
+            "spawn_procs returned, not on a slice or a received reference."
+        )
+
+
+async def apply_log_mode(pm: ProcMesh, stream_to_client: bool,
+                         aggregate_window_sec: float | None, level: int) -> None:
+    """Set the log options of `pm` (owned, checked by `check_log_mode`) once its procs are up:
+    what they printed before is written under the old options first."""
+    host = pm._host
+    assert host is not None  # check_log_mode refused a mesh without one
+    table = pm._table
+    await asyncio.wrap_future(table.ready)
+    if config_get("enable_log_forwarding"):
+        await asyncio.wrap_future(host._agent.flush_logs([table]))
+    table.log_stream = stream_to_client
+    table.log_window = aggregate_window_sec
+    await asyncio.wrap_future(host._agent.set_log_level(table, level))
+
+
+def log_manager_of(pm: ProcMesh) -> Any:
+    """`pm._logging_manager`: torchmonarch's log manager of a proc mesh."""
+    return pm._logging_manager
+
+
+def flush_proc_logs(pm: ProcMesh) -> concurrent.futures.Future[None]:
+    """Completes once every line `pm`'s procs wrote so far reached this process's output (a
+    done future for a mesh this process does not own, whose output goes to its owner)."""
+    if not pm._owned or pm._host is None:
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+    return pm._host._agent.flush_logs([pm._table])
+
+
+def active_proc_meshes() -> list[ProcMesh]:
+    """The proc meshes this process spawned and has not stopped, in spawn order."""
+    return [pm for pm in list(_registry.values())
+            if pm._owned and pm._host is not None and pm._table.stopped is None]
 
 
 def proc_table(proc_mesh: ProcMesh) -> ProcTable:
