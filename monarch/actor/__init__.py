@@ -69,7 +69,7 @@ def get_meter(name: str | None = None, *args: Any, **kwargs: Any) -> Any:
     Prometheus, see `monarch._src.telemetry.metrics`); `get_meter(name, ...)` is
     OpenTelemetry's meter `name` (a meter that drops measurements without OpenTelemetry)."""
     if name is None and not args and not kwargs and _telemetry.OTEL:
-        from monarch._src.actor.telemetry import get_meter as monarch_meter
+        from monarch._src.telemetry.otel import get_meter as monarch_meter
 
         return monarch_meter()
     return _telemetry.get_meter("monarch" if name is None else name, *args, **kwargs)

@@ -203,7 +203,7 @@ class Endpoint(Generic[P, R]):
         """A failed future when the mesh (or a targeted rank) already failed or was stopped:
         as in Monarch, such a call returns a future that raises."""
         try:
-            self._mesh._check_usable(self._name)
+            casting.check(self._mesh, self._name)
         except SupervisionError as err:
             cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
             cf.set_exception(err)

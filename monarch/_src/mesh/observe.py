@@ -161,8 +161,10 @@ class ProcTelemetry:
         self.path = path
 
     def __call__(self) -> None:
+        from monarch._src.runtime.runtime import get_runtime
+
         record.install(self.path)
-        metrics.start("monarch-proc")
+        metrics.start(f"monarch-proc-{get_runtime().proc_id}")
 
 
 def proc_mesh_spawned(pm: Any, host_mesh: Any, table: Any) -> None:

@@ -17,7 +17,7 @@ import warnings
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monarch._src.config import get as config_get
-from monarch._src.mesh import hooks, traffic
+from monarch._src.mesh import hooks, observe, traffic
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
@@ -33,6 +33,7 @@ from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
+from monarch._src.telemetry import record
 
 if TYPE_CHECKING:
     from monarch._src.mesh.host_mesh import HostMesh
@@ -410,6 +411,8 @@ class ProcMesh(MeshTrait):
         for i, rank in enumerate(shape.ranks()):
             info = SpawnInfo(key, name, i, labels, sizes, creator, (self._owner_addr, self._id))
             rt.mailbox.post(keys[rank], Control(CONTROL, "spawn", (info, payload), None))
+        if record.SINK is not None:
+            observe.actor_mesh_spawned(key, name, Class, self)
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
         me.owned_meshes.append(mesh)
         tree.add(key, name, owner_key(me.actor_key), len(shape), actors=True)

@@ -333,6 +333,16 @@ def uninstall() -> None:
         sink.close()
 
 
+def _forget_after_fork() -> None:
+    # A forked child inherits SINK but not its thread: it records nothing until it installs
+    # its own sink (what it inherited buffered is the parent's to send).
+    global SINK
+    SINK = None
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
+
+
 @atexit.register
 def _flush_at_exit() -> None:
     sink = SINK
