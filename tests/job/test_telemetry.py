@@ -21,7 +21,7 @@ import pytest
 
 from monarch._src.job.telemetry_store import TelemetryStore, arrow_schema, start_socket_ingest
 from monarch._src.telemetry import record
-from monarch.actor import Actor, endpoint
+from monarch.actor import Actor, endpoint, span
 from monarch.job import ProcessJob, TelemetryConfig
 
 pytestmark = pytest.mark.timeout(180)
@@ -37,6 +37,12 @@ class Pinger(Actor):
     @endpoint
     def fail(self) -> None:
         raise RuntimeError("telemetry test failure")
+
+    @endpoint
+    def traced_work(self, name: str) -> None:
+        with span(name):
+            with span(f"{name}.inner"):
+                pass
 
 
 class Relay(Actor):
@@ -69,6 +75,7 @@ def job() -> Iterator[tuple[Any, dict[str, Any]]]:
         pingers = procs.spawn("tm_pinger", Pinger)
         for i in range(CALLS):
             pingers.ping.call(i).get()
+        pingers.slice(workers=1).traced_work.call_one("tm_span").get()
         relay = procs.slice(workers=0).spawn("tm_relay", Relay)
         relay.relay.call_one(pingers).get()
         doomed = procs.spawn("tm_doomed", Pinger)
@@ -116,10 +123,10 @@ def test_each_call_is_a_sent_message_and_each_receipt_a_message_with_three_event
     sent = _rows(state, f"SELECT sender_actor_id, view_json FROM sent_messages "
                         f"WHERE actor_mesh_id = {mesh}", lambda r: len(r) >= CALLS + 1)
     root = _rows(state, "SELECT id FROM actors WHERE display_name = '<root>'")[0]["id"]
-    from_root = [r for r in sent if r["sender_actor_id"] == root]
-    assert len(from_root) == CALLS
-    view = json.loads(from_root[0]["view_json"])
-    assert view["labels"] == ["hosts", "workers"] and view["slice"]["sizes"] == [1, 2]
+    views = Counter(r["view_json"] for r in sent if r["sender_actor_id"] == root)
+    whole = '{"labels":["hosts","workers"],"slice":{"offset":0,"sizes":[1,2],"strides":[2,1]}}'
+    one = '{"labels":["hosts"],"slice":{"offset":1,"sizes":[1],"strides":[2]}}'
+    assert views == {whole: CALLS, one: 1}  # the casts to all, the call_one to rank 1
     received = _rows(state, "SELECT msg.id, msg.from_actor_id, msg.timestamp_us FROM messages "
                             "msg JOIN actors a ON msg.to_actor_id = a.id "
                             f"WHERE a.mesh_id = {mesh} AND msg.endpoint = 'ping'",
@@ -316,3 +323,17 @@ def test_runtime_and_user_metrics_are_rows_of_metric_sums(job: Any) -> None:
     mine = _rows(state, "SELECT scope_name, attributes_json, sum_u64 FROM metric_sums "
                         "WHERE name = 'tm.requests'")
     assert mine == [{"scope_name": "monarch", "attributes_json": '{"route":"a"}', "sum_u64": 3}]
+
+
+def test_user_spans_are_rows_of_spans_with_enter_and_exit(job: Any) -> None:
+    state, _ = job
+    rows = _rows(state, "SELECT id, parent_id, fields_json FROM spans WHERE name = "
+                        "'python_user_span' AND fields_json LIKE '%tm_span%' "
+                        "ORDER BY timestamp_us", lambda r: len(r) == 2)
+    outer, inner = rows
+    assert json.loads(outer["fields_json"])["name"] == "tm_span"
+    assert "tm_pinger" in json.loads(outer["fields_json"])["monarch.actor"]
+    assert inner["parent_id"] == outer["id"] and outer["parent_id"] is None
+    events = _rows(state, f"SELECT event_type FROM span_events WHERE id = {outer['id']} "
+                          "ORDER BY timestamp_us", lambda r: len(r) == 2)
+    assert [e["event_type"] for e in events] == ["enter", "exit"]

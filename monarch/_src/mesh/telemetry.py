@@ -14,20 +14,29 @@ OpenTelemetry is there is decided once, at import, by `importlib.util.find_spec`
 package itself is imported on first use, so importing monarch does not pay for it either. Set
 `MONARCH_OTEL=0` to switch the OpenTelemetry path off even when the package is installed.
 
+While the process records a job's SQL telemetry (`enable_telemetry`), `span` and `traced` also
+write `spans` / `span_events` rows (torchmonarch's: the row's name is "python_user_span", the
+span's own name and attributes are in `fields_json`), with or without OpenTelemetry.
+
 Rejected: a monarch-specific span recorder. Users who trace already run OpenTelemetry; a second
 tracing system would not join their traces.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib.util
 import inspect
+import json
 import os
 import sys
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, overload
+
+from monarch._src.telemetry import record
 
 __all__ = ["OTEL", "get_meter", "instrument_endpoint", "span", "traced", "tracing_active"]
 
@@ -88,12 +97,70 @@ def span(name: str, attributes: dict[str, Any] | None = None) -> AbstractContext
     """
     if not isinstance(name, str):
         raise TypeError(f"span() needs a name string, got {type(name).__name__}.")
-    if not OTEL or not tracing_active():
+    otel = OTEL and tracing_active()
+    if not otel and record.SINK is None:
         return _NO_SPAN
     attrs = _actor_attributes()
     if attributes:
         attrs.update(attributes)
-    return _get_tracer().start_as_current_span(name, attributes=attrs)  # type: ignore[no-any-return]
+    inner = _get_tracer().start_as_current_span(name, attributes=attrs) if otel else None
+    if record.SINK is None:
+        return inner  # type: ignore[return-value]
+    return _RecordedSpan(name, attrs, inner)
+
+
+# The span the current task or thread is inside (its telemetry id), for `spans.parent_id`.
+_current_span: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "monarch_current_span", default=None)
+
+
+class _RecordedSpan:
+    """A user span while the job records telemetry: a `spans` row (torchmonarch's shape: name
+    "python_user_span", the span's name and attributes in `fields_json`) and `span_events`
+    enter / exit rows; around the OpenTelemetry span `inner`, if any."""
+
+    __slots__ = ("_attrs", "_id", "_inner", "_name", "_token")
+
+    def __init__(self, name: str, attrs: dict[str, Any], inner: Any) -> None:
+        self._name = name
+        self._attrs = attrs
+        self._inner = inner
+        self._id = 0
+        self._token: contextvars.Token[int | None] | None = None
+
+    def __enter__(self) -> Any:
+        self._id = span_id = record.random_id()
+        now = record.now_us()
+        process = _process_id()
+        frame = sys._getframe(1)
+        record.emit("spans", {
+            "process_id": process, "id": span_id, "name": "python_user_span",
+            "target": "monarch::actor", "level": "INFO",
+            "fields_json": json.dumps({"name": self._name, **self._attrs}, default=str),
+            "timestamp_us": now, "parent_id": _current_span.get(),
+            "thread_name": threading.current_thread().name,
+            "file": frame.f_code.co_filename, "line": frame.f_lineno,
+        })
+        record.emit("span_events", {"process_id": process, "id": span_id, "timestamp_us": now,
+                                    "event_type": "enter"})
+        self._token = _current_span.set(span_id)
+        return self._inner.__enter__() if self._inner is not None else None
+
+    def __exit__(self, *exc: Any) -> Any:
+        try:
+            return self._inner.__exit__(*exc) if self._inner is not None else None
+        finally:
+            if self._token is not None:
+                _current_span.reset(self._token)
+            record.emit("span_events", {"process_id": _process_id(), "id": self._id,
+                                        "timestamp_us": record.now_us(), "event_type": "exit"})
+
+
+def _process_id() -> str:
+    from monarch._src.runtime.runtime import runtime_if_started
+
+    rt = runtime_if_started()
+    return f"{rt.proc_id if rt is not None else 'unnamed'}:{os.getpid()}"
 
 
 def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
@@ -101,7 +168,7 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
         @functools.wraps(fn)
         async def traced_async(*args: Any, **kwargs: Any) -> Any:
-            if not tracing_active():
+            if not tracing_active() and record.SINK is None:
                 return await fn(*args, **kwargs)
             with span(name):
                 return await fn(*args, **kwargs)
@@ -110,7 +177,7 @@ def _wrap(fn: Callable[..., Any], name: str) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def traced_sync(*args: Any, **kwargs: Any) -> Any:
-        if not tracing_active():
+        if not tracing_active() and record.SINK is None:
             return fn(*args, **kwargs)
         with span(name):
             return fn(*args, **kwargs)
