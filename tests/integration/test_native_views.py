@@ -68,3 +68,23 @@ def test_controller_spawns_on_its_own_proc_mesh_in_the_client_process() -> None:
     controller = get_or_spawn_controller("own_proc_mesh", OwnProcMesh).get(timeout=TIMEOUT)
     spawned = controller.spawn_here.call_one().get(timeout=TIMEOUT)
     assert spawned.pid.call_one().get(timeout=TIMEOUT) == os.getpid()
+
+
+@pytest.mark.timeout(60)
+def test_host_native_view_spawns_procs_without_blocking() -> None:
+    from monarch._src.mesh.context import binding_instance
+    from monarch._src.shape import Extent
+
+    async def spawn():  # type: ignore[no-untyped-def]
+        hosts = await this_host()._hy_host_mesh
+        return await hosts.spawn_nonblocking(binding_instance(context().actor_instance),
+                                             "native", Extent(["replicas"], [2]))
+
+    view = PythonTask.from_coroutine(spawn()).block_on()
+    pm = view.mesh
+    try:
+        assert view.region.labels == ["replicas"] and "ProcMesh" in str(view)
+        pids = pm.spawn("pid", Pid).pid.call().get(timeout=TIMEOUT)
+        assert len(set(pids.values())) == 2 and os.getpid() not in pids.values()
+    finally:
+        pm.stop().get(timeout=TIMEOUT)

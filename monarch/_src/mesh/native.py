@@ -44,6 +44,32 @@ class NativeMesh:
         """The view of the part of this mesh that `region` (of the mesh's ranks) names."""
         return NativeMesh(self.mesh, region)
 
+    async def spawn_nonblocking(self, instance: Any, name: str, per_host: Any,
+                                proc_bind: list[dict[str, str]] | None = None,
+                                bootstrap: Any = None) -> NativeMesh:
+        """Monarch's Rust-side spawn on a host mesh's view: procs on each host of this view,
+        `per_host` an `Extent` of the per-host dimensions; the new proc mesh's view, at once
+        (its procs come up in the background, as `spawn_procs`'s). `instance` is the caller
+        (`context().actor_instance._as_rust()`), who owns the new procs here anyway."""
+        from monarch._src.mesh.host_mesh import HostMesh
+
+        hosts = self.mesh
+        if not isinstance(hosts, HostMesh):
+            raise TypeError(
+                f"spawn_nonblocking spawns procs on hosts; {hosts!r} is not a host mesh."
+            )
+        if bootstrap is not None:
+            raise NotImplementedError(
+                "spawn_nonblocking(bootstrap=...) takes Monarch's per-rank bootstrap commands, "
+                "which this version does not run; call HostMesh.spawn_procs(bootstrap=...) with "
+                "a Python callable instead."
+            )
+        if self._region is not None and self._region != hosts.region:
+            hosts = hosts._new_with_shape(self._region.as_shape())
+        procs = hosts.spawn_procs(
+            per_host=dict(zip(per_host.labels, per_host.sizes)), name=name, proc_bind=proc_bind)
+        return NativeMesh(procs)
+
     def __repr__(self) -> str:
         return f"<NativeMesh of {self.mesh!r}>"
 
