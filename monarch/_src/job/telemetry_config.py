@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import warnings
 from typing import Any
 
 from monarch._src.telemetry import metrics, record
@@ -32,12 +31,13 @@ class TelemetryConfig:
 
     retention_secs: history rows (messages, status events, spans, metrics) older than this
         are dropped; 0 keeps everything. Actors, meshes and py-spy dumps are always kept.
-    include_dashboard: torchmonarch's Monarch Dashboard. Not in this version: True is refused
-        with an error (query the tables through `state.query_engine_client`).
+    include_dashboard: serve the Monarch Dashboard (`monarch._src.dashboard`: Overview,
+        Topology and Explorer views over these tables, hang triage) on the telemetry server;
+        `state.dashboard_url` is its address. False: `dashboard_url` stays None.
     dashboard_port: the port of the telemetry HTTP API and dashboard (0: any free port).
-    snapshot_interval_secs: torchmonarch's periodic mesh snapshots (0 disables them). This
-        version captures none: a value other than 0 draws one `UserWarning` when telemetry
-        starts, saying so (the mesh tree is at the admin API's `/v1/tree` instead).
+    snapshot_interval_secs: every this many seconds the mesh (root, hosts, procs, actors, as
+        the admin API sees it) is recorded into the snapshot tables (`snapshots`, `nodes`,
+        `children`, `actor_nodes`, ...: `telemetry_snapshots.py`); 0 disables them.
     """
 
     retention_secs: int = 3600
@@ -57,11 +57,6 @@ class TelemetryConfig:
         if not isinstance(self.include_dashboard, bool):
             raise TypeError("TelemetryConfig.include_dashboard must be a bool, got "
                             f"{self.include_dashboard!r}.")
-        if self.include_dashboard:
-            raise NotImplementedError(
-                "TelemetryConfig(include_dashboard=True): the Monarch Dashboard is not available "
-                "in this version. Leave include_dashboard=False and query the telemetry with "
-                "state.query_engine_client.query(sql), or watch the mesh with `monarch top`.")
         interval = self.snapshot_interval_secs
         if isinstance(interval, bool) or not isinstance(interval, (int, float)) or interval < 0:
             raise ValueError("TelemetryConfig.snapshot_interval_secs must be a number >= 0, "
@@ -75,7 +70,9 @@ class Telemetry:
         self.config = config
         self.root: Any = None  # the query-root TelemetryActor mesh
         self.server: Any = None  # the TelemetryServer
+        self.snapshots: Any = None  # the SnapshotTimer, with snapshot_interval_secs
         self.apply_id: str | None = None
+        self.dashboard_url: str | None = None  # set by mount_dashboard, once per server
 
     @property
     def url(self) -> str | None:
@@ -103,12 +100,6 @@ class Telemetry:
         from monarch._src.mesh.context import current_instance
         from monarch._src.mesh.proc_mesh import this_proc
 
-        if self.config.snapshot_interval_secs:
-            warnings.warn(
-                f"TelemetryConfig.snapshot_interval_secs={self.config.snapshot_interval_secs}: "
-                "periodic mesh snapshots are not captured by this version (the snapshot tables "
-                "stay empty); read the mesh tree from the admin API's /v1/tree instead, and pass "
-                "snapshot_interval_secs=0 to silence this warning.", UserWarning, stacklevel=3)
         directory = record.socket_dir(apply_id)
         os.makedirs(directory, mode=0o700, exist_ok=True)
         os.chmod(directory, 0o700)
@@ -132,12 +123,40 @@ class Telemetry:
             observe.host_mesh_named(host_mesh, name, addresses)
             root.start_worker_collector.call_one(host_mesh).get()
         self.server = TelemetryServer(QueryEngine(root), root, port=self.config.dashboard_port)
+        if self.config.snapshot_interval_secs:
+            from monarch._src.job.telemetry_snapshots import SnapshotTimer
+
+            self.snapshots = SnapshotTimer(float(self.config.snapshot_interval_secs))
+
+    def mount_dashboard(self, admin_url: str | None) -> str:
+        """Serve the dashboard on the running server (once); its URL. `admin_url`, the mesh
+        admin API's (token included), backs the triage and py-spy buttons."""
+        if self.dashboard_url is None:
+            from monarch._src.dashboard import mount, rows_of
+
+            server = self.server
+            if server is None:
+                raise RuntimeError("Telemetry.mount_dashboard needs the telemetry started first.")
+            root = server.root
+
+            def store_pyspy(dump_id: str, proc_ref: str, result_json: str) -> Any:
+                return root.store_pyspy_dump.call_one(dump_id, proc_ref, result_json).get(
+                    timeout=30.0)
+
+            mount(server, rows_of(server.engine.query), admin_url, store_pyspy)
+            self.dashboard_url = server.url
+        assert self.dashboard_url is not None
+        return self.dashboard_url
 
     def stop(self) -> None:
-        """Stop the API server, the worker collectors and this process's sink."""
+        """Stop the snapshots, the API server, the worker collectors and this process's sink."""
+        if self.snapshots is not None:
+            self.snapshots.stop()
+            self.snapshots = None
         if self.server is not None:
             self.server.close()
             self.server = None
+            self.dashboard_url = None
         root, self.root = self.root, None
         if root is not None:
             try:
