@@ -337,3 +337,28 @@ def test_user_spans_are_rows_of_spans_with_enter_and_exit(job: Any) -> None:
     events = _rows(state, f"SELECT event_type FROM span_events WHERE id = {outer['id']} "
                           "ORDER BY timestamp_us", lambda r: len(r) == 2)
     assert [e["event_type"] for e in events] == ["enter", "exit"]
+
+
+def test_snapshots_record_the_mesh_tree() -> None:
+    job = ProcessJob({"hosts": 1}).enable_telemetry(
+        TelemetryConfig(dashboard_port=0, snapshot_interval_secs=0.5))
+    state = job.state(cached_path=None)
+    try:
+        procs = state.hosts.spawn_procs(per_host={"workers": 2}, name="snap_procs")
+        procs.spawn("snap_worker", Pinger).initialized.get()
+        sql = ("SELECT a.snapshot_id, a.node_id, pn.proc_name, h.node_id AS host "
+               "FROM actor_nodes a "
+               "JOIN children c ON c.snapshot_id = a.snapshot_id AND c.child_id = a.node_id "
+               "JOIN proc_nodes pn ON pn.snapshot_id = c.snapshot_id AND pn.node_id = c.parent_id "
+               "JOIN children hc ON hc.snapshot_id = pn.snapshot_id AND hc.child_id = pn.node_id "
+               "JOIN host_nodes h ON h.snapshot_id = hc.snapshot_id AND h.node_id = hc.parent_id "
+               "WHERE pn.proc_name LIKE 'snap_procs%'")
+        rows = _rows(state, sql, lambda r: len({x["snapshot_id"] for x in r}) >= 1 and len(
+            [x for x in r if x["snapshot_id"] == r[0]["snapshot_id"]]) == 2)
+        first = [r for r in rows if r["snapshot_id"] == rows[0]["snapshot_id"]]
+        assert len(first) == 2 and all(r["host"].startswith("host:") for r in first)
+        kinds = _rows(state, "SELECT node_kind, COUNT(*) AS n FROM nodes WHERE snapshot_id = "
+                             f"'{rows[0]['snapshot_id']}' GROUP BY node_kind")
+        assert {r["node_kind"] for r in kinds} == {"root", "host", "proc", "actor"}
+    finally:
+        job.kill()
