@@ -8,7 +8,7 @@ Packages, from the bottom up (a package may import its own layer's leaves and an
     mesh
     hosts
     lowlevel                     the extension surface features use
-    features                     rdma, tensor, simulator, job, spmd, debug, admin
+    features                     rdma, tensor, simulator, job, spmd, debug, admin, dashboard
     top                          facades (monarch, monarch.actor, ...), notebook, tools, wiring
 
 Between features only the edges of FEATURE_DEPS are allowed. The modules that keep
@@ -41,15 +41,16 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"mesh"}),
     frozenset({"hosts"}),
     frozenset({"lowlevel"}),
-    frozenset({"rdma", "tensor", "simulator", "job", "spmd", "debug", "admin"}),
+    frozenset({"rdma", "tensor", "simulator", "job", "spmd", "debug", "admin", "dashboard"}),
     frozenset({"top"}),
 )
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 FEATURES = LAYERS[RANK["tensor"]]
 # The feature-to-feature imports allowed (a DAG): the simulator is a tensor engine, SPMD jobs
 # are jobs, the debugger is served by the admin control server, a job starts its admin API
-# (`enable_admin`).
-FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"}, "job": {"admin"}}
+# (`enable_admin`) and mounts its dashboard on its telemetry server (`include_dashboard`).
+FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"},
+                "job": {"admin", "dashboard"}}
 # torchmonarch's private paths of monarch.actor: thin re-export modules that import the facade
 # first (its import-time effects), facades by role; and of monarch.rdma's Python API, which sits
 # over the binding layer (`monarch._rust_bindings.rdma`) as on Monarch.

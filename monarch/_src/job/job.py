@@ -121,6 +121,8 @@ class JobTrait(abc.ABC):
             assert url is not None  # start() leaves its server running
             state.telemetry_url = url
             state.query_engine_client = QueryEngineClient(url)
+            if config.include_dashboard:
+                state.dashboard_url = telemetry.mount_dashboard(state.admin_url)
         return state
 
     def kill(self) -> None:

@@ -14,7 +14,8 @@ class JobState:
     listing the names it has (torchmonarch's wording). With `job.enable_telemetry(...)`,
     `query_engine_client` runs SQL over the job's telemetry through its HTTP API at
     `telemetry_url`; `query_engine` stays None as on torchmonarch (the engine lives behind
-    the API), and `dashboard_url` stays None (no dashboard in this version).
+    the API); with `TelemetryConfig(include_dashboard=True)`, `dashboard_url` is the Monarch
+    Dashboard's page on the same server (else None).
     """
 
     def __init__(self, hosts: dict[str, Any]) -> None:

@@ -1,0 +1,172 @@
+// The Topology view: the job as a graph (host -> proc -> actor meshes -> actors), and tables
+// of its actors and meshes. Failed actors, and the meshes above them, are drawn red.
+
+import { STATUS_COLORS, esc, num, pill, statusClass } from "./draw.js";
+
+export const route = "api/dashboard/topology";
+
+const NODE_W = 156, NODE_H = 46, GAP_X = 14, GAP_Y = 64, MAX_RANKS = 12;
+const state = { tab: "graph", showSystem: false, last: null, el: null };
+
+// The forest of meshes and actors the graph draws (system ones only with showSystem).
+export function buildTree(data, showSystem) {
+  const meshes = new Map(data.meshes.map((m) => [m.id, { ...m, kind: "mesh", children: [], actors: [] }]));
+  for (const a of data.actors) {
+    const mesh = meshes.get(a.mesh_id);
+    if (mesh && (showSystem || !a.system)) mesh.actors.push({ ...a, kind: "actor", children: [] });
+  }
+  const roots = [];
+  for (const m of meshes.values()) {
+    const parent = m.parent_mesh_id !== null ? meshes.get(m.parent_mesh_id) : undefined;
+    (parent ? parent.children : roots).push(m);
+  }
+  // A mesh that exists only for the runtime: a system mesh, or a host or proc mesh whose
+  // children all are (the client's own host, the telemetry collectors' procs).
+  const systemOnly = (m) => m.system || ((m.class === "Host" || m.class === "Proc") &&
+    m.children.length > 0 && m.children.every(systemOnly));
+  const visit = (m) => {
+    if (!showSystem && systemOnly(m)) return null;
+    m.children = m.children.map(visit).filter((c) => c !== null);
+    m.failedBelow = m.actors.filter((a) => a.status === "Failed").length +
+      m.children.reduce((s, c) => s + c.failedBelow, 0);
+    return m;
+  };
+  return roots.map(visit).filter((m) => m !== null);
+}
+
+function graphChildren(node) {
+  if (node.kind !== "mesh") return [];
+  let ranks = [...node.actors].sort((a, b) =>
+    (b.status === "Failed") - (a.status === "Failed") || a.rank - b.rank);
+  const more = ranks.length - MAX_RANKS;
+  ranks = ranks.slice(0, MAX_RANKS);
+  const out = [...node.children, ...ranks];
+  if (more > 0) out.push({ kind: "more", label: `+${more} more`, mesh_id: node.id, children: [] });
+  return out;
+}
+
+function layout(roots) {
+  const placed = [], edges = [];
+  let nextLeaf = 0;
+  const place = (node, depth) => {
+    const kids = graphChildren(node);
+    let x;
+    if (!kids.length) {
+      x = nextLeaf++ * (NODE_W + GAP_X);
+    } else {
+      const xs = kids.map((k) => place(k, depth + 1));
+      x = (xs[0] + xs[xs.length - 1]) / 2;
+      for (const k of kids) edges.push([node, k]);
+    }
+    node.x = x;
+    node.y = depth * (NODE_H + GAP_Y);
+    placed.push(node);
+    return x;
+  };
+  for (const r of roots) place(r, 0);
+  return { placed, edges, width: Math.max(1, nextLeaf) * (NODE_W + GAP_X), depth: Math.max(0, ...placed.map((n) => n.y)) };
+}
+
+function nodeSvg(n) {
+  let cls, kind, label, href, color;
+  if (n.kind === "actor") {
+    cls = statusClass(n.status);
+    kind = `actor · ${n.status}`;
+    label = `${n.mesh_name ?? "?"}[${n.rank}]`;
+    href = `#/explorer/actor/${n.id}`;
+    color = STATUS_COLORS[cls];
+  } else if (n.kind === "mesh") {
+    cls = n.failedBelow ? "failed" : "mesh";
+    kind = n.class === "Host" ? "host mesh" : n.class === "Proc" ? "proc mesh" : n.class;
+    const shape = Object.entries(n.shape || {}).map(([k, v]) => `${k}=${v}`).join(",");
+    label = `${n.given_name}${shape ? ` {${shape}}` : ""}`;
+    href = `#/explorer/mesh/${n.id}`;
+    color = n.failedBelow ? STATUS_COLORS.failed : n.class === "Host" ? "#7c8cff" : n.class === "Proc" ? "#22b8cf" : "#b197fc";
+  } else {
+    cls = "more"; kind = "actors"; label = n.label; href = `#/explorer/mesh/${n.mesh_id}`; color = "#5c6370";
+  }
+  const id = n.kind === "more" ? "" : ` data-id="${esc(n.id)}"`;
+  return `<a href="${esc(href)}"><g class="node ${n.kind} ${cls}"${id} transform="translate(${n.x},${n.y})">
+    <title>${esc(n.full_name ?? label)}${n.reason ? `\n${esc(n.reason)}` : ""}</title>
+    <rect width="${NODE_W}" height="${NODE_H}" rx="7" stroke="${color}"/>
+    <rect width="5" height="${NODE_H}" rx="2" fill="${color}" stroke="none"/>
+    <text x="12" y="17" class="node-kind">${esc(kind.length > 24 ? kind.slice(0, 23) + "…" : kind)}</text>
+    <text x="12" y="35" class="node-label">${esc(label.length > 21 ? label.slice(0, 20) + "…" : label)}</text>
+  </g></a>`;
+}
+
+function graph(data) {
+  const roots = buildTree(data, state.showSystem);
+  if (!roots.length) return `<p class="muted">No meshes yet.</p>`;
+  const { placed, edges, width, depth } = layout(roots);
+  const pad = 12, h = depth + NODE_H + pad * 2;
+  const paths = edges.map(([a, b]) => {
+    const x1 = a.x + NODE_W / 2, y1 = a.y + NODE_H, x2 = b.x + NODE_W / 2, y2 = b.y, my = (y1 + y2) / 2;
+    const bad = b.kind === "actor" ? b.status === "Failed" : b.failedBelow > 0;
+    return `<path d="M${x1},${y1} C${x1},${my} ${x2},${my} ${x2},${y2}" class="edge${bad ? " failed" : ""}"/>`;
+  }).join("");
+  return `<div class="graph-scroll"><svg id="topology-graph" width="${width + pad * 2}" height="${h}"
+      viewBox="${-pad} ${-pad} ${width + pad * 2} ${h}" role="img" aria-label="job topology">
+    ${paths}${placed.map(nodeSvg).join("")}</svg></div>
+    <p class="legend-line">${Object.entries(STATUS_COLORS).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`).join("")}</p>`;
+}
+
+function actorsTable(data) {
+  const rows = data.actors.filter((a) => state.showSystem || !a.system);
+  return `<table class="table" id="actors-table"><thead><tr><th>mesh</th><th>rank</th><th>status</th><th>since</th><th>full name</th><th>reason</th></tr></thead><tbody>
+  ${rows.map((a) => `<tr class="${statusClass(a.status)}" data-id="${esc(a.id)}">
+    <td><a href="#/explorer/mesh/${esc(a.mesh_id)}">${esc(a.mesh_name ?? "?")}</a></td><td>${esc(a.rank)}</td>
+    <td>${pill(a.status)}</td><td>${esc(new Date(Number(a.status_us) / 1000).toISOString().slice(11, 19))}</td>
+    <td><a href="#/explorer/actor/${esc(a.id)}">${esc(a.full_name)}</a></td>
+    <td class="reason-cell" title="${esc(a.reason ?? "")}">${esc((a.reason ?? "").split("\n")[0])}</td></tr>`).join("")}
+  </tbody></table>`;
+}
+
+function meshesTable(data) {
+  const byMesh = new Map();
+  for (const a of data.actors) {
+    const s = byMesh.get(a.mesh_id) || { n: 0, failed: 0 };
+    s.n += 1; s.failed += a.status === "Failed" ? 1 : 0;
+    byMesh.set(a.mesh_id, s);
+  }
+  const names = new Map(data.meshes.map((m) => [m.id, m.given_name]));
+  const rows = data.meshes.filter((m) => state.showSystem || !m.system);
+  return `<table class="table" id="meshes-table"><thead><tr><th>name</th><th>class</th><th>shape</th><th>parent</th><th>actors</th><th>failed</th></tr></thead><tbody>
+  ${rows.map((m) => {
+    const s = byMesh.get(m.id) || { n: 0, failed: 0 };
+    return `<tr class="${s.failed ? "failed" : ""}" data-id="${esc(m.id)}">
+      <td><a href="#/explorer/mesh/${esc(m.id)}">${esc(m.given_name)}</a></td><td>${esc(m.class)}</td>
+      <td>${esc(Object.entries(m.shape || {}).map(([k, v]) => `${k}=${v}`).join(" ") || "–")}</td>
+      <td>${esc(names.get(m.parent_mesh_id) ?? "–")}</td><td>${num(s.n)}</td><td>${num(s.failed)}</td></tr>`;
+  }).join("")}</tbody></table>`;
+}
+
+function draw() {
+  const { el, last } = state;
+  if (!el || !last) return;
+  const tabs = [["graph", "Graph"], ["actors", "Actors"], ["meshes", "Meshes"]];
+  const body = state.tab === "actors" ? actorsTable(last) : state.tab === "meshes" ? meshesTable(last) : graph(last);
+  el.innerHTML = `<div class="toolbar">
+      ${tabs.map(([t, label]) => `<button type="button" class="tab${state.tab === t ? " active" : ""}" data-tab="${t}">${label}</button>`).join("")}
+      <label class="toggle"><input type="checkbox" id="show-system"${state.showSystem ? " checked" : ""}> show system actors</label>
+      <span class="muted">${num(last.meshes.length)} meshes · ${num(last.actors.length)} actors</span>
+    </div><div class="panel" id="topology-body">${body}</div>`;
+  el.querySelectorAll("button.tab").forEach((b) => b.addEventListener("click", () => { state.tab = b.dataset.tab; draw(); }));
+  el.querySelector("#show-system").addEventListener("change", (e) => { state.showSystem = e.target.checked; draw(); });
+}
+
+export function setTab(tab) {
+  if (["graph", "actors", "meshes"].includes(tab)) state.tab = tab;
+}
+
+export function render(el, d) {
+  // Keep the scroll position of the graph across polls.
+  const scroller = el.querySelector(".graph-scroll");
+  const scroll = scroller ? [scroller.scrollLeft, scroller.scrollTop] : null;
+  state.el = el;
+  state.last = d;
+  draw();
+  const again = el.querySelector(".graph-scroll");
+  if (again && scroll) [again.scrollLeft, again.scrollTop] = scroll;
+  return {};
+}
