@@ -4,22 +4,18 @@ text format, and a real Prometheus (Debian's package) scraping a process's `/met
 from __future__ import annotations
 
 import json
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from monarch._src.telemetry import metrics
 from monarch._src.telemetry.prometheus import CONTENT_TYPE, Totals, serve_text
+from tests.prometheus_server import poll, prometheus_scraping
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -100,62 +96,18 @@ def test_serve_text_answers_metrics_and_404_elsewhere() -> None:
         stop()  # idempotent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def prometheus_server() -> Iterator[Any]:
     """Metrics on in this process, served at /metrics; a real Prometheus scraping it every
     second; yields a function querying Prometheus' HTTP API."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("Debian's prometheus is not installed (the Makefile's set-up installs it)")
     metrics.start("prom-test", export_s=3600)
     url, stop = metrics.serve_prometheus("127.0.0.1", 0)
-    target = urllib.parse.urlsplit(url).netloc
-    workdir = Path(tempfile.mkdtemp(prefix="prom"))
-    (workdir / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: monarch\n    metrics_path: /metrics\n"
-        f"    static_configs:\n      - targets: ['{target}']\n")
-    port = _free_port()
-
-    def query(expr: str) -> list[Any]:
-        api = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-        with urllib.request.urlopen(api, timeout=5) as resp:
-            body = json.load(resp)
-        assert body["status"] == "success", body
-        return list(body["data"]["result"])
-
-    with open(workdir / "prometheus.log", "wb") as log:
-        proc = subprocess.Popen(
-            [binary, f"--config.file={workdir / 'prometheus.yml'}",
-             f"--storage.tsdb.path={workdir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{port}"],
-            stdout=log, stderr=subprocess.STDOUT)
-        try:
+    try:
+        with prometheus_scraping(url) as query:
             yield query
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
-            stop()
-            metrics.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _poll(query: Any, expr: str, deadline: float) -> list[Any]:
-    """Prometheus' answer to `expr` once it has one (it scrapes every second)."""
-    while True:
-        try:
-            found = query(expr)
-        except (urllib.error.URLError, ConnectionError):
-            found = []  # not listening yet
-        if found or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)  # an outside server's scrape: nothing to wait on but its API
+    finally:
+        stop()
+        metrics.stop()
 
 
 @pytest.mark.slow
@@ -167,15 +119,15 @@ def test_real_prometheus_scrapes_counters_histograms_and_builtins(
     metrics.get_meter().create_histogram("example.latency").record(42.0)
     metrics.message_posted("client.c@x", "worker.p@y")
     deadline = time.monotonic() + 40
-    [series] = _poll(query, 'example_requests_total{operation="predict"}', deadline)
+    [series] = poll(query, 'example_requests_total{operation="predict"}', deadline)
     assert series["metric"]["outcome"] == "success"
     assert series["metric"]["service_name"] == "prom-test"
     assert series["metric"]["job"] == "monarch"
     assert len(series["metric"]["service_instance_id"]) == 32
     assert series["value"][1] == "3"
-    [count] = _poll(query, "example_latency_count", deadline)
+    [count] = poll(query, "example_latency_count", deadline)
     assert count["value"][1] == "1"
-    [bucket] = _poll(query, 'example_latency_bucket{le="50.0"}', deadline)
+    [bucket] = poll(query, 'example_latency_bucket{le="50.0"}', deadline)
     assert bucket["value"][1] == "1"
-    [posts] = _poll(query, "mailbox_posts_total", deadline)
+    [posts] = poll(query, "mailbox_posts_total", deadline)
     assert posts["metric"]["dest_actor_id"] == "worker.p@y"

@@ -13,6 +13,7 @@ import os
 import socket
 import time
 import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -23,6 +24,7 @@ from monarch._src.job.telemetry_store import TelemetryStore, arrow_schema, start
 from monarch._src.telemetry import record
 from monarch.actor import Actor, endpoint, span
 from monarch.job import ProcessJob, TelemetryConfig
+from tests.prometheus_server import poll, prometheus_scraping
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -361,3 +363,17 @@ def test_snapshots_record_the_mesh_tree() -> None:
         assert {r["node_kind"] for r in kinds} == {"root", "host", "proc", "actor"}
     finally:
         job.kill()
+
+
+def test_a_real_prometheus_scrapes_the_jobs_metrics(job: Any) -> None:
+    state, _ = job
+    url = f"{state.telemetry_url}/metrics"
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert resp.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = resp.read().decode()
+    assert "# TYPE mailbox_posts_total counter" in text
+    assert 'service_name="monarch-proc-' in text and 'service_name="monarch-client"' in text
+    with prometheus_scraping(url) as query:
+        deadline = time.monotonic() + 60
+        handled = poll(query, 'sum(actor_messages_received_total{endpoint="ping"})', deadline)
+        assert handled and float(handled[0]["value"][1]) >= 2 * CALLS

@@ -161,6 +161,19 @@ class TelemetryActor(Actor):
         return True
 
     @endpoint
+    def metric_totals(self) -> list[tuple[str, dict[str, Any]]]:
+        """The cumulative metric series here and on every worker collector (`Totals.rows`)."""
+        rows = self._scanner_or_raise().totals.rows()
+        for name, mesh in tuple(self._worker_collectors.items()):
+            try:
+                for _, more in mesh.metric_totals.call().get(
+                        timeout=_SCAN_WORKER_TIMEOUT_SECS).items():
+                    rows.extend(more)
+            except Exception:
+                logger.info("metric totals of %s not read; skipped", name, exc_info=True)
+        return rows
+
+    @endpoint
     def scan(self, table_name: str, projection: list[int] | None = None,
              limit: int | None = None, filter_expr: str | None = None) -> bytes:
         """`table_name`'s rows here and on every worker collector, as one Arrow IPC stream."""

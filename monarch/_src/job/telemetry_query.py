@@ -12,6 +12,8 @@ reads.
   400 `{"error": message}` naming DataFusion's complaint;
 * `POST /api/pyspy_dump` `{"dump_id", "proc_ref", "pyspy_result_json"}` -> `{"status": "ok"}`;
 * `GET /healthz` -> `{"ok": true}`;
+* `GET /metrics` -> every process's metrics as running totals in Prometheus' text format (each
+  collector folds the metric rows it receives; a Prometheus scrapes the job here);
 and the routes other features mount with `add_route(method, path, handler)` (the dashboard).
 The API only reads telemetry and adds py-spy dumps; it listens on loopback unless the user
 names another interface.
@@ -32,6 +34,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type in
 
 from monarch._src.job.telemetry_store import arrow_schema, from_ipc
 from monarch._src.telemetry import record
+from monarch._src.telemetry.prometheus import CONTENT_TYPE, Totals
 
 __all__ = ["QueryEngine", "TelemetryServer", "json_rows"]
 
@@ -103,6 +106,7 @@ class TelemetryServer:
             ("POST", "/api/query"): self._query,
             ("POST", "/api/pyspy_dump"): self._pyspy_dump,
             ("GET", "/healthz"): lambda _: _json(200, {"ok": True}),
+            ("GET", "/metrics"): self._metrics,
         }
         server = self
 
@@ -172,6 +176,12 @@ class TelemetryServer:
                 return _json(400, {"error": str(err)})
             raise
         return _json(200, {"rows": json_rows(table)})
+
+    def _metrics(self, request: dict[str, Any]) -> tuple[int, str, bytes]:
+        totals = Totals()
+        for table, row in self.root.metric_totals.call_one().get(timeout=SCAN_TIMEOUT_SECS):
+            totals.fold(table, row)
+        return 200, CONTENT_TYPE, totals.text().encode()
 
     def _pyspy_dump(self, request: dict[str, Any]) -> tuple[int, str, bytes]:
         body = _body_json(request)

@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa  # type: ignore[import-untyped]  # pyarrow ships no type information
 
 from monarch._src.telemetry import record
+from monarch._src.telemetry.prometheus import METRIC_TABLES, Totals
 
 __all__ = ["ARROW_TYPES", "TelemetryStore", "arrow_schema", "from_ipc", "ipc_bytes",
            "start_socket_ingest"]
@@ -63,6 +64,9 @@ class TelemetryStore:
         self.rank = rank
         self.retention_secs = retention_secs
         self.unknown = 0  # rows dropped because their table is unknown here
+        # The metric rows folded into running totals as they arrive (the job's /metrics):
+        # cumulative, so retention trimming the delta rows never shrinks a counter.
+        self.totals = Totals()
         self._rows: dict[str, list[dict[str, Any]]] = {t: [] for t in _SCHEMAS}
         self._built: dict[str, pa.Table] = {}
         self._lock = threading.Lock()
@@ -89,6 +93,8 @@ class TelemetryStore:
                     continue
                 into.append(row)
                 self._built.pop(table, None)
+                if table in METRIC_TABLES:
+                    self.totals.fold(table, row)
         if self.retention_secs and time.monotonic() - self._trimmed_at > 1.0:
             self.trim()
 
