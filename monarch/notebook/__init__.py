@@ -13,7 +13,8 @@ Imported automatically when `monarch.actor` is imported inside IPython/Jupyter (
   `FetchView(mesh.endpoint, *args)` picks a point of the mesh and shows what the endpoint
   returns there (`monarch.notebook.fetch`); `AdminView()` shows hosts, procs and actors with
   their state, message rates and recent failures, and `stacks(mesh, rank)` dumps a proc's
-  threads (`monarch.notebook.admin`). They need ipywidgets, which is imported only when one of
+  threads (`monarch.notebook.admin`); `dashboard(state)` frames the job's Monarch Dashboard
+  (`monarch.notebook.dashboard_view`). They need ipywidgets, which is imported only when one of
   them is first used.
 * The future of an endpoint's `call()` shows, as a cell's value, a live grid of its ranks
   (pending, done, failed with the error on hover) and a summary "3/4 done, 1 failed, 2.1 s"
@@ -31,7 +32,7 @@ import logging
 from typing import Any
 
 __all__ = [
-    "AdminView", "FetchView", "FutureView", "MeshView", "flush_logs", "install",
+    "AdminView", "FetchView", "FutureView", "MeshView", "dashboard", "flush_logs", "install",
     "spawn_progress", "stacks",
 ]
 
@@ -42,6 +43,7 @@ _WIDGETS = {
     "FutureView": "future_widget",
     "AdminView": "admin",
     "stacks": "admin",
+    "dashboard": "dashboard_view",
 }
 
 

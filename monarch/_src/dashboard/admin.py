@@ -58,12 +58,27 @@ def why(admin_url: str | None, py_spy: bool = False) -> Reply:
     return _json(status, body)
 
 
-def _proc_ref(full_name: str) -> str:
-    """The proc part of an actor's full name (`name[rank].<proc>` or `agent.<proc>`)."""
-    _, sep, rest = full_name.partition("].")
-    if sep:
-        return rest
-    return full_name.partition(".")[2]
+def _admin_proc_ref(admin_url: str, full_name: str) -> str | None:
+    """The admin API's reference of the proc hosting the actor named `full_name`.
+
+    The telemetry names a proc by its runtime id and the admin API by mesh and rank, but both
+    end in the proc's address (`...@tcp://host:port`), unique per live proc: walk the admin's
+    root and hosts for the proc reference with the same address."""
+    address = full_name.rpartition("@")[2]
+    if not address:
+        return None
+    status, root = _get(admin_url, "/v1/root", PYSPY_TIMEOUT_SECS)
+    if status != 200:
+        return None
+    for host in root.get("children", []):
+        status, node = _get(admin_url, "/v1/" + urllib.parse.quote(host, safe=""),
+                            PYSPY_TIMEOUT_SECS)
+        if status != 200:
+            continue
+        for proc in node.get("children", []):
+            if isinstance(proc, str) and proc.endswith("@" + address):
+                return proc
+    return None
 
 
 def pyspy(admin_url: str | None, actor_full_name: str,
@@ -72,18 +87,18 @@ def pyspy(admin_url: str | None, actor_full_name: str,
     tables through `store` when it succeeded."""
     if admin_url is None:
         return _no_admin()
-    status: int = 404
-    body: Any = {}
-    for ref in (actor_full_name, _proc_ref(actor_full_name)):
-        status, body = _get(admin_url, "/v1/pyspy/" + urllib.parse.quote(ref, safe=""),
-                            PYSPY_TIMEOUT_SECS)
-        if status != 404:
-            break
+    proc = _admin_proc_ref(admin_url, actor_full_name)
+    if proc is None:
+        return _json(404, {"error": f"The mesh admin API knows no live proc of actor "
+                                    f"{actor_full_name}: it stopped, or belongs to another "
+                                    "client."})
+    status, body = _get(admin_url, "/v1/pyspy/" + urllib.parse.quote(proc, safe=""),
+                        PYSPY_TIMEOUT_SECS)
     if status != 200:
         return _json(status, body)
-    result: dict[str, Any] = {"result": body, "dump_id": None}
+    result: dict[str, Any] = {"result": body, "proc": proc, "dump_id": None}
     if store is not None and isinstance(body, dict) and "Ok" in body:
         dump_id = uuid.uuid4().hex
-        store(dump_id, _proc_ref(actor_full_name), json.dumps(body))
+        store(dump_id, proc, json.dumps(body))
         result["dump_id"] = dump_id
     return _json(200, result)
