@@ -22,6 +22,7 @@ function parseRoute() {
 
 function showHealth(health) {
   if (health === undefined) return;
+  healthEl.hidden = false;
   healthEl.textContent = `health ${health}`;
   healthEl.className = `badge ${health >= 90 ? "idle" : health >= 60 ? "stopping" : "failed"}`;
 }

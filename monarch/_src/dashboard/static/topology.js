@@ -5,7 +5,7 @@ import { STATUS_COLORS, esc, num, pill, statusClass } from "./draw.js";
 
 export const route = "api/dashboard/topology";
 
-const NODE_W = 156, NODE_H = 46, GAP_X = 14, GAP_Y = 64, MAX_RANKS = 12;
+const NODE_W = 176, NODE_H = 46, GAP_X = 14, GAP_Y = 64, MAX_RANKS = 12;
 const state = { tab: "graph", showSystem: false, last: null, el: null };
 
 // The forest of meshes and actors the graph draws (system ones only with showSystem).
@@ -77,9 +77,10 @@ function nodeSvg(n) {
     color = STATUS_COLORS[cls];
   } else if (n.kind === "mesh") {
     cls = n.failedBelow ? "failed" : "mesh";
-    kind = n.class === "Host" ? "host mesh" : n.class === "Proc" ? "proc mesh" : n.class;
-    const shape = Object.entries(n.shape || {}).map(([k, v]) => `${k}=${v}`).join(",");
-    label = `${n.given_name}${shape ? ` {${shape}}` : ""}`;
+    const what = n.class === "Host" ? "host mesh" : n.class === "Proc" ? "proc mesh" : n.class.replace(/^Python<(.*)>$/, "$1");
+    const shape = Object.entries(n.shape || {}).map(([k, v]) => `${k}=${v}`).join(" ");
+    kind = shape ? `${what} · ${shape}` : what;
+    label = n.given_name;
     href = `#/explorer/mesh/${n.id}`;
     color = n.failedBelow ? STATUS_COLORS.failed : n.class === "Host" ? "#7c8cff" : n.class === "Proc" ? "#22b8cf" : "#b197fc";
   } else {
@@ -90,8 +91,8 @@ function nodeSvg(n) {
     <title>${esc(n.full_name ?? label)}${n.reason ? `\n${esc(n.reason)}` : ""}</title>
     <rect width="${NODE_W}" height="${NODE_H}" rx="7" stroke="${color}"/>
     <rect width="5" height="${NODE_H}" rx="2" fill="${color}" stroke="none"/>
-    <text x="12" y="17" class="node-kind">${esc(kind.length > 24 ? kind.slice(0, 23) + "…" : kind)}</text>
-    <text x="12" y="35" class="node-label">${esc(label.length > 21 ? label.slice(0, 20) + "…" : label)}</text>
+    <text x="12" y="17" class="node-kind">${esc(kind.length > 30 ? kind.slice(0, 29) + "…" : kind)}</text>
+    <text x="12" y="35" class="node-label">${esc(label.length > 22 ? label.slice(0, 21) + "…" : label)}</text>
   </g></a>`;
 }
 
