@@ -150,10 +150,12 @@ class FileServer:
     def resolve(self, rel: str) -> str:
         """The real path of `rel` under the root; PermissionError if it leaves the root."""
         path = os.path.normpath(os.path.join(self.root, rel.lstrip("/")))
+        if path == self.root:
+            return path
         parent = os.path.realpath(os.path.dirname(path))
         if parent != self.root and not parent.startswith(self.root + os.sep):
             raise PermissionError(13, f"{rel!r} is outside the served directory")
-        return os.path.join(parent, os.path.basename(path)) if path != self.root else self.root
+        return os.path.join(parent, os.path.basename(path))
 
     # -- operations ---------------------------------------------------------------------------
 
