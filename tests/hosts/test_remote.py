@@ -17,7 +17,6 @@ from monarch.actor import (
     ActorError,
     attach_to_workers,
     current_rank,
-    default_bootstrap_cmd,
     endpoint,
     hosts_from_config,
 )
@@ -269,14 +268,6 @@ def test_hosts_from_config_without_a_cluster_starts_two_local_hosts(
     finally:
         hosts.shutdown().get(timeout=30)
     assert all(p.poll() is not None for p in workers.procs)
-
-
-def test_default_bootstrap_cmd() -> None:
-    cmd = default_bootstrap_cmd()
-    assert cmd.program == sys.executable
-    assert cmd.args == ["-m", "monarch._src.hosts.worker_cli"]
-    other = cmd.with_env({"A": "1"})
-    assert other.env == {"A": "1"} and cmd.env == {}
 
 
 def test_worker_cli_rejects_bad_addresses(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,10 +1,12 @@
 """`python -m monarch._src.hosts.exec_proc FD`: a proc running another interpreter.
 
 `HostMesh.with_python_executable(path)` makes the zygote's forked child exec `path` with this
-module instead of running the proc in the zygote's interpreter. The pid stays the same, so the
-host agent's child watch and the parent-death signal keep working; the proc's spec (a pickle)
-is read from the inherited file descriptor FD, then the proc runs as any other
-(`proc_main.run_proc`).
+module instead of running the proc in the zygote's interpreter, and
+`spawn_procs(bootstrap_command=...)` makes it exec the command's program, which runs
+`monarch._src.actor.bootstrap_main` (this module's `main` with no argument: the fd is then named
+by `MONARCH_PROC_SPEC_FD`). The pid stays the same, so the host agent's child watch and the
+parent-death signal keep working; the proc's spec (a pickle) is read from the inherited file
+descriptor FD, then the proc runs as any other (`proc_main.run_proc`).
 """
 
 from __future__ import annotations
@@ -13,10 +15,19 @@ import os
 import pickle
 import sys
 
+from monarch._src.hosts.bootstrap_command import BOOTSTRAP_MAIN, SPEC_FD_ENV
+
 
 def main(argv: list[str]) -> int:
-    """Read the spec from the fd in `argv[0]` and serve as that proc; returns its status."""
-    fd = int(argv[0])
+    """Read the spec from the fd in `argv[0]` (else `MONARCH_PROC_SPEC_FD`) and serve as that
+    proc; returns its status."""
+    named = argv[0] if argv else os.environ.pop(SPEC_FD_ENV, None)
+    if named is None:
+        print(f"monarch: {BOOTSTRAP_MAIN} starts a proc for a monarch host, which names the "
+              f"proc's spec in {SPEC_FD_ENV}; it is not run by hand. Use `monarch worker` to "
+              "make this machine a host.", file=sys.stderr)
+        return 2
+    fd = int(named)
     chunks = []
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
@@ -28,7 +39,7 @@ def main(argv: list[str]) -> int:
 
     # Procs this one starts with this_host() are started the same way (a wrapper script is not
     # sys.executable: the interpreter it starts is).
-    local.launched_with = spec.pop("python")
+    local.launched_with = spec.pop("python", None)
 
     return run_proc(spec)
 

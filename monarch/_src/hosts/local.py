@@ -22,6 +22,7 @@ from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.binding import cpus_for_binding
+from monarch._src.hosts.bootstrap_command import check_commands, launch_env, program_problem
 from monarch._src.hosts.connection_loss import CONFIRM_DELAY, confirm_lost
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import ProcLogs
@@ -113,13 +114,18 @@ class LocalHostAgent:
         spec: dict[str, Any] | None = None,
         python: str | None = None,
         proc_bind: list[dict[str, str]] | None = None,
+        commands: list[Any] | None = None,
     ) -> ProcTable:
         """Fork `len(hosts) * per_host` procs. A served remote host (`hosts/served.py`) passes
         the ids its client chose and `spec` entries (root, listen address, config) to override.
-        `proc_bind`: the binding of each proc of a host, by rank on the host (`binding.py`)."""
+        `proc_bind`: the binding of each proc of a host, by rank on the host (`binding.py`).
+        `commands`: each proc's bootstrap command (`bootstrap_command.py`), which the forked
+        child execs; a proc whose program this host cannot run fails at once, saying why."""
         cpu_binds = ([cpus_for_binding(b, r) for r, b in enumerate(proc_bind)]
                      if proc_bind is not None else None)
         n = len(hosts) * per_host
+        records = (check_commands(commands, n, "HostMesh.spawn_procs")
+                   if commands is not None else None)
         if proc_ids is None:
             proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
         table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
@@ -133,10 +139,27 @@ class LocalHostAgent:
             for rank, proc_id in enumerate(proc_ids):
                 self._pending[proc_id] = self._procs[proc_id] = (table, rank)
             self._tables.append(table)
-        self.zygote.spawn([
-            {**common, "proc_id": p, "rank": rank,
-             **({"cpus": cpu_binds[rank % per_host]} if cpu_binds else {})}
-            for rank, p in enumerate(proc_ids)])
+        specs = [{**common, "proc_id": p, "rank": rank,
+                  **({"cpus": cpu_binds[rank % per_host]} if cpu_binds else {})}
+                 for rank, p in enumerate(proc_ids)]
+        refused: list[tuple[int, str]] = []
+        if records is not None:
+            for rank, record in enumerate(records):
+                env = launch_env(record, common["env"])
+                problem = program_problem(record, env)
+                if problem is not None:
+                    refused.append((rank, f"proc {proc_ids[rank]} failed to spawn: {problem}"))
+                specs[rank].update(command=record, env=env)
+            if refused:
+                with self._lock:
+                    for rank, _ in refused:
+                        self._pending.pop(proc_ids[rank], None)
+                skipped = {rank for rank, _ in refused}
+                specs = [s for rank, s in enumerate(specs) if rank not in skipped]
+                for rank, report in refused:
+                    self.rt.call_soon(self._refuse, table, rank, report)
+        if specs:
+            self.zygote.spawn(specs)
         self.rt.call_soon(self._heartbeats.start)
         # Read now: the setting in force when the procs were asked for applies.
         idle = duration_seconds("mesh_proc_spawn_max_idle")
@@ -144,6 +167,12 @@ class LocalHostAgent:
             self.rt, table, idle, closed=lambda: self._closed,
             give_up=lambda rank, report: self._give_up(table, rank, report)))
         return table
+
+    def _refuse(self, table: ProcTable, rank: int, error: str) -> None:
+        """A proc that could not be started (its bootstrap command cannot run here): its rank
+        fails as a proc whose bootstrap raised does, `initialized` raising `error` (loop)."""
+        table.fail(rank, error)
+        self.rt.mailbox.mark_dead(PENDING_PREFIX + table.proc_ids[rank], SupervisionError(error))
 
     def _give_up(self, table: ProcTable, rank: int, report: str) -> None:
         """A proc that did not come up in time: killed, its rank failed (loop)."""

@@ -25,6 +25,7 @@ from typing import Any
 
 from monarch._src.config import configure, parse_transport
 from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_address
+from monarch._src.hosts.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.hosts.remote_agent import RemoteHostAgent
 from monarch._src.mesh.host_mesh import HostMesh
@@ -192,35 +193,3 @@ def _load_toml(path: str) -> dict[str, Any]:
         with open(path, "rb") as f:
             return tomllib.load(f)
     raise RuntimeError(f"reading the [hosts] table of {path} needs Python 3.11+ (tomllib)")
-
-
-class BootstrapCommand:
-    """How a remote proc (a `monarch worker`) is started: program, argv[0], args and env."""
-
-    def __init__(self, program: str, arg0: str, args: list[str], env: dict[str, str]) -> None:
-        self.program = program
-        self.arg0 = arg0
-        self.args = list(args)
-        self.env = dict(env)
-
-    def with_env(self, env: dict[str, str]) -> BootstrapCommand:
-        """A copy with `env` added to the environment."""
-        return BootstrapCommand(self.program, self.arg0, self.args, {**self.env, **env})
-
-    def argv(self) -> list[str]:
-        """The full command line."""
-        return [self.program, *self.args]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, BootstrapCommand) and vars(self) == vars(other)
-
-    def __repr__(self) -> str:
-        return (f"BootstrapCommand(program={self.program!r}, arg0={self.arg0!r}, "
-                f"args={self.args!r}, env={self.env!r})")
-
-
-def default_bootstrap_cmd() -> BootstrapCommand:
-    """The command that turns a machine into a monarch host with this interpreter (add
-    `--address tcp://host:port` or `--dask-scheduler tcp://...`)."""
-    return BootstrapCommand(sys.executable, sys.executable,
-                            ["-m", "monarch._src.hosts.worker_cli"], {})

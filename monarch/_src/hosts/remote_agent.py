@@ -38,6 +38,7 @@ from monarch._src.hosts.addresses import (
     parse_worker_address,
     probe_ssl_context,
 )
+from monarch._src.hosts.bootstrap_command import check_commands
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import settled
 from monarch._src.hosts.proc_ready import ProcReady
@@ -267,12 +268,16 @@ class RemoteHostAgent:
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
+        commands: list[Any] | None = None,
     ) -> ProcTable:
         """Start `per_host` procs on each of `hosts` (host ranks), host-major; never blocks.
         `proc_bind` (one binding per proc of a host) is applied by each host's server, against
-        that host's CPUs: a binding it cannot honour fails those procs, saying why."""
+        that host's CPUs: a binding it cannot honour fails those procs, saying why. `commands`
+        (one bootstrap command per proc) travel as records; each host's server runs them."""
         if self._closed:
             raise RuntimeError("HostMesh has already been shut down")
+        records = (check_commands(commands, len(hosts) * per_host, "HostMesh.spawn_procs")
+                   if commands is not None else None)
         tag = uuid.uuid4().hex[:8]
         counter = itertools.count()
         proc_ids = [f"{self.rt.proc_id}.{tag}.{next(counter)}" for _ in hosts for _ in
@@ -302,7 +307,9 @@ class RemoteHostAgent:
             spec["proc_bind"] = [dict(binding) for binding in proc_bind]
         for i, h in enumerate(hosts):
             ids = proc_ids[i * per_host:(i + 1) * per_host]
-            self.rt.submit(self._spawn_on(self.hosts[h], table, table_id, ids, spec,
+            host_spec = spec if records is None else {
+                **spec, "commands": records[i * per_host:(i + 1) * per_host]}
+            self.rt.submit(self._spawn_on(self.hosts[h], table, table_id, ids, host_spec,
                                           i * per_host))
         return table
 

@@ -64,6 +64,13 @@ class ServedAgent(LocalHostAgent):
         if proc_id is not None:
             self.server.forward(proc_id, "remote_proc_failed", (proc_id, report))
 
+    def _refuse(self, table: ProcTable, rank: int, error: str) -> None:
+        super()._refuse(table, rank, error)
+        proc_id = self.server.proc_id_of(table, rank)
+        if proc_id is not None:  # the client fails the rank as for a bootstrap that raised
+            self.server.forward(proc_id, "remote_proc_ready",
+                                tuple(ProcReady(proc_id, "", 0, error)))
+
     def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
         proc_id, fd, text = args
         where = self._procs.get(proc_id)
@@ -167,6 +174,7 @@ class HostServer:
             spec["cwd"] = os.getcwd()
         spec["env"] = dict(os.environ)
         proc_bind = spec.pop("proc_bind", None)
+        commands = spec.pop("commands", None)  # bootstrap commands, run by this host's agent
         try:
             if proc_bind is not None:  # checked against this host's CPUs before anything
                 for rank, binding in enumerate(proc_bind):
@@ -180,7 +188,7 @@ class HostServer:
         for proc_id in proc_ids:
             self._owner[proc_id] = client
         table = self.agent.spawn_procs([0], len(proc_ids), None, proc_ids=list(proc_ids),
-                                       spec=spec, proc_bind=proc_bind)
+                                       spec=spec, proc_bind=proc_bind, commands=commands)
         self._tables[table_id] = table
         self._ids[id(table)] = list(proc_ids)
 

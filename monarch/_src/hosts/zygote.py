@@ -104,6 +104,9 @@ def _child(spec: dict[str, Any], close_fds: list[int], zygote_pid: int) -> None:
         devnull = os.open(os.devnull, os.O_RDONLY)
         os.dup2(devnull, 0)
         os.close(devnull)
+        if spec.get("command"):
+            status = _exec_command(spec)  # spawn_procs(bootstrap_command=); returns on error
+            return
         if spec.get("python"):
             _exec_interpreter(spec)  # HostMesh.with_python_executable; returns only on error
         from monarch._src.hosts.proc_main import run_proc
@@ -125,23 +128,52 @@ def _exec_interpreter(spec: dict[str, Any]) -> None:
     """Become `spec["python"]` running the proc: same pid (the child watch still works), same
     parent-death signal; the spec travels in an anonymous file (see `hosts/exec_proc.py`)."""
     python = spec["python"]
-    # This monarch, whatever the interpreter finds on its own: the proc must speak the same
-    # protocol as its host (and an editable install is not visible through PYTHONPATH alone).
-    root = _MONARCH_ROOT
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env = _with_monarch_path(dict(os.environ))
+    fd = _spec_file(spec, env)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)], env)
+
+
+def _spec_file(spec: dict[str, Any], exec_env: dict[str, str]) -> int:
+    """An inheritable anonymous file holding `spec` (and `exec_env`, the environment the new
+    program starts with, so that the proc can tell what its launcher changed: exec_proc.py)."""
     fd = os.memfd_create("monarch-proc-spec", 0)
-    # `exec_env`: what the interpreter is started with, so that the proc can tell what its
-    # launcher (a wrapper script) changed in the environment and keep it (exec_proc.py).
-    data = pickle.dumps({**spec, "exec_env": env})
+    data = pickle.dumps({**spec, "exec_env": exec_env})
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
     os.lseek(fd, 0, os.SEEK_SET)
     os.set_inheritable(fd, True)
+    return fd
+
+
+def _with_monarch_path(env: dict[str, str]) -> dict[str, str]:
+    """`env` with this monarch first on PYTHONPATH: the proc must speak the same protocol as its
+    host (and an editable install is not visible through PYTHONPATH alone)."""
+    paths = (_MONARCH_ROOT, env.get("PYTHONPATH"))
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
+def _exec_command(spec: dict[str, Any]) -> int:
+    """Become the proc's bootstrap command (`hosts/bootstrap_command.py`): its program, argv and
+    environment (`spec["env"]`, computed by the host agent), the spec in an anonymous file named
+    by MONARCH_PROC_SPEC_FD. Returns (an exit status) only if the exec failed."""
+    from monarch._src.hosts.bootstrap_command import SPEC_FD_ENV
+
+    command = spec["command"]
+    env = _with_monarch_path(dict(spec["env"]))
+    fd = _spec_file({k: v for k, v in spec.items() if k != "command"}, env)
+    env[SPEC_FD_ENV] = str(fd)
+    argv = [command["arg0"] or command["program"], *command["args"]]
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(python, [python, "-m", "monarch._src.hosts.exec_proc", str(fd)], env)
+    try:
+        os.execvpe(command["program"], argv, env)
+    except OSError as exc:
+        print(f"monarch: proc {spec['proc_id']}: cannot run bootstrap_command program "
+              f"{command['program']!r}: {exc}", file=sys.stderr)
+    return 127
 
 
 def _orphan_poll_interval() -> float:

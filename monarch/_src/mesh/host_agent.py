@@ -53,10 +53,13 @@ class HostAgent(Protocol):
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
+        commands: list[Any] | None = None,
     ) -> ProcTable:
         """Start `per_host` procs on each of `hosts` (ranks), host-major; never blocks. With
         `python`, each proc runs that interpreter (`HostMesh.with_python_executable`); with
-        `proc_bind` (one entry per proc of a host), each proc is pinned to those CPUs."""
+        `proc_bind` (one entry per proc of a host), each proc is pinned to those CPUs; with
+        `commands` (one `BootstrapCommand` per proc, host-major), each proc is started by its
+        command (`spawn_procs(bootstrap_command=...)`): TypeError for one that is not."""
         ...
 
     def connected(self) -> concurrent.futures.Future[None]:

@@ -23,7 +23,7 @@ from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable, mesh_id
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.pytokio import PythonTask, Shared
-from monarch._src.shape import MeshTrait, Region, Shape, Slice
+from monarch._src.shape import MeshTrait, Point, Region, Shape, Slice
 from monarch._src.telemetry import record
 
 __all__ = ["HostMesh", "StartupThenBootstrap", "current_host"]
@@ -146,11 +146,15 @@ class HostMesh(MeshTrait):
                 f"proc_bind length ({len(proc_bind)}) must equal procs_per_host ({n_per_host}): "
                 "give spawn_procs one binding per proc of a host."
             )
-        if bootstrap_command is not None:
-            raise NotImplementedError(
-                "spawn_procs(bootstrap_command=...) is not supported by the embedded local host."
-            )
         hosts = self._mesh_shape.ranks()
+        sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
+        shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
+        commands = None
+        if bootstrap_command is not None:
+            # One command per proc, in rank order; a callable gets each proc's Point over the
+            # hosts' dims then per_host's. The host agent checks what they are.
+            commands = ([bootstrap_command(Point(r, shape.extent)) for r in range(len(shape))]
+                        if callable(bootstrap_command) else [bootstrap_command] * len(shape))
         startup = hooks.proc_startup.get()
         before = startup() if startup is not None else []
         sink = record.SINK
@@ -159,9 +163,7 @@ class HostMesh(MeshTrait):
         if before:  # e.g. the client's actor mocks, which the new procs inherit
             bootstrap = StartupThenBootstrap(tuple(before), bootstrap)
         table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python,
-                                        proc_bind=proc_bind)
-        sizes = list(self._mesh_shape.ndslice.sizes) + list(per_host.values())
-        shape = Shape(labels + list(per_host), Slice.new_row_major(sizes))
+                                        proc_bind=proc_bind, commands=commands)
         from monarch._src.mesh.context import current_instance
 
         owner = current_instance()
@@ -388,6 +390,7 @@ class UnreachableHosts:
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
+        commands: list[Any] | None = None,
     ) -> ProcTable:
         raise RuntimeError(self.why)
 

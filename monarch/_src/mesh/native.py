@@ -58,16 +58,11 @@ class NativeMesh:
             raise TypeError(
                 f"spawn_nonblocking spawns procs on hosts; {hosts!r} is not a host mesh."
             )
-        if bootstrap is not None:
-            raise NotImplementedError(
-                "spawn_nonblocking(bootstrap=...) takes Monarch's per-rank bootstrap commands, "
-                "which this version does not run; call HostMesh.spawn_procs(bootstrap=...) with "
-                "a Python callable instead."
-            )
         if self._region is not None and self._region != hosts.region:
             hosts = hosts._new_with_shape(self._region.as_shape())
         procs = hosts.spawn_procs(
-            per_host=dict(zip(per_host.labels, per_host.sizes)), name=name, proc_bind=proc_bind)
+            per_host=dict(zip(per_host.labels, per_host.sizes)), name=name, proc_bind=proc_bind,
+            bootstrap_command=bootstrap)  # Monarch's per-rank bootstrap command callable
         return NativeMesh(procs)
 
     def __repr__(self) -> str:

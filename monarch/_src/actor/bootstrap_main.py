@@ -1,0 +1,19 @@
+"""torchmonarch's `monarch._src.actor.bootstrap_main`: the program a bootstrap command runs.
+
+`python -m monarch._src.actor.bootstrap_main` (what `default_bootstrap_cmd()` runs) serves as
+the proc whose spec its host names in `MONARCH_PROC_SPEC_FD` (`monarch._src.hosts.exec_proc`).
+"""
+
+import os
+import sys
+
+from monarch._src.hosts.exec_proc import main
+
+if __name__ == "__main__":
+    status = 1
+    try:
+        status = main(sys.argv[1:])
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
