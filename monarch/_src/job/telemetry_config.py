@@ -34,7 +34,8 @@ class TelemetryConfig:
     include_dashboard: serve the Monarch Dashboard (`monarch._src.dashboard`: Overview,
         Topology and Explorer views over these tables, hang triage) on the telemetry server;
         `state.dashboard_url` is its address. False: `dashboard_url` stays None.
-    dashboard_port: the port of the telemetry HTTP API and dashboard (0: any free port).
+    dashboard_port: the port of the telemetry HTTP API, which serves the dashboard too
+        (0: any free port).
     snapshot_interval_secs: every this many seconds the mesh (root, hosts, procs, actors, as
         the admin API sees it) is recorded into the snapshot tables (`snapshots`, `nodes`,
         `children`, `actor_nodes`, ...: `telemetry_snapshots.py`); 0 disables them.
