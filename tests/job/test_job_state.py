@@ -159,13 +159,16 @@ def test_local_job_rejects_string_hosts() -> None:
         LocalJob(hosts="trainers")
 
 
-def test_observability_is_accepted_and_mounts_explain() -> None:
+def test_observability_is_accepted_and_mount_declarations_are_checked(tmp_path) -> None:
     job = CountingJob()
     assert job.enable_telemetry() is job and job.enable_admin() is job
-    with pytest.raises(NotImplementedError, match="sync_workspace"):
-        job.remote_mount("/src")
-    with pytest.raises(NotImplementedError, match="not available"):
-        job.gather_mount("/a", "/b")
+    with pytest.raises(ValueError, match="python_exe '.venv/bin/python' not found locally"):
+        job.remote_mount(str(tmp_path))
+    with pytest.raises(TypeError, match="unknown keywords"):
+        job.remote_mount(str(tmp_path), python_exe=None, chunk=1)
+    job.remote_mount(str(tmp_path), python_exe=None)
+    job.gather_mount("/a", "/b")
+    assert len(job.__dict__["_mount_specs"]) == 2  # declared only: nothing mounts before state()
 
 
 @pytest.mark.timeout(90)

@@ -41,20 +41,22 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"mesh"}),
     frozenset({"hosts"}),
     frozenset({"lowlevel"}),
-    frozenset({"rdma", "tensor", "simulator", "job", "spmd", "debug", "admin", "dashboard"}),
+    frozenset({"rdma", "tensor", "simulator", "job", "spmd", "debug", "admin", "dashboard",
+               "mount"}),
     frozenset({"top"}),
 )
 RANK = {pkg: i for i, layer in enumerate(LAYERS) for pkg in layer}
 FEATURES = LAYERS[RANK["tensor"]]
 # The feature-to-feature imports allowed (a DAG): the simulator is a tensor engine, SPMD jobs
 # are jobs, the debugger is served by the admin control server, a job starts its admin API
-# (`enable_admin`) and mounts its dashboard on its telemetry server (`include_dashboard`).
+# (`enable_admin`), mounts its dashboard on its telemetry server (`include_dashboard`) and
+# opens the FUSE mounts it declares (`remote_mount`, `gather_mount`).
 FEATURE_DEPS = {"simulator": {"tensor"}, "spmd": {"job"}, "debug": {"admin"},
-                "job": {"admin", "dashboard"}}
+                "job": {"admin", "dashboard", "mount"}}
 # torchmonarch's private paths of monarch.actor: thin re-export modules that import the facade
 # first (its import-time effects), facades by role; and of monarch.rdma's Python API, which sits
 # over the binding layer (`monarch._rust_bindings.rdma`) as on Monarch.
-FACADE_MODULES = ("monarch._src.actor", "monarch._src.rdma.rdma")
+FACADE_MODULES = ("monarch._src.actor", "monarch._src.rdma.rdma", "monarch._src.gather_mount")
 
 
 def package_of(module: str) -> str | None:

@@ -19,6 +19,13 @@ import pickle
 import uuid
 from typing import Any
 
+from monarch._src.job.mounts import (
+    adopt_mounts,
+    apply_mounts,
+    close_mounts,
+    declare_gather_mount,
+    declare_remote_mount,
+)
 from monarch._src.job.state import JobState
 from monarch._src.job.telemetry_config import Telemetry, TelemetryConfig
 
@@ -95,6 +102,7 @@ class JobTrait(abc.ABC):
             if cached.active and cached.can_run(self):
                 cached._telemetry_config = self.__dict__.get("_telemetry_config")
                 cached._admin_config = self.__dict__.get("_admin_config")
+                adopt_mounts(cached, self)
                 return cached._connect()
             if cached.active:
                 cached.kill()
@@ -108,6 +116,7 @@ class JobTrait(abc.ABC):
     def _connect(self) -> JobState:
         """`_state()`, with this job's telemetry started (once) and its fields filled in."""
         state = self._state()
+        apply_mounts(self, state)
         self._start_admin(state)
         config: TelemetryConfig | None = self.__dict__.get("_telemetry_config")
         if config is not None:
@@ -130,6 +139,7 @@ class JobTrait(abc.ABC):
         telemetry = self.__dict__.pop("_live_telemetry", None)
         if telemetry is not None:
             telemetry.stop()
+        close_mounts(self)
         self._kill()
         self._status = "not_running"
 
@@ -223,22 +233,21 @@ class JobTrait(abc.ABC):
             state.admin_url = start_admin(config.admin_addr).url
 
     def remote_mount(self, source: str, mntpoint: str | None = None, meshes: Any = None,
-                     python_exe: str = ".venv/bin/python", **kw: Any) -> None:
-        """Not available: FUSE mounts are not implemented."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.remote_mount is not available in this version (no FUSE "
-            "mounts). Ship the directory with `monarch exec --workspace DIR` or "
-            "monarch.job.sync_workspace(host_mesh, DIR) instead."
-        )
+                     python_exe: str | None = ".venv/bin/python", **kw: Any) -> None:
+        """Mount the local directory `source` read-only at `mntpoint` (default: the same path)
+        on the hosts of `meshes` (default: all), from the next `state()` on (a later `state()`
+        refreshes it). With `python_exe` (a path inside `source`; None to skip) those meshes'
+        procs run that interpreter from the mount. Keywords: `cache_dir` (the hosts' chunk
+        cache), `fetch_timeout` (seconds before a read the source does not serve fails with
+        EIO). Needs FUSE on the hosts (`monarch._src.mount`)."""
+        declare_remote_mount(self, source, mntpoint, meshes, python_exe, kw)
 
     def gather_mount(self, remote_mount_point: str, local_mount_point: str,
                      meshes: Any = None) -> None:
-        """Not available: FUSE mounts are not implemented."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.gather_mount is not available in this version (no FUSE "
-            "mounts). Copy results back with exec_command or an actor endpoint that returns "
-            "the file contents instead."
-        )
+        """Mount each host's `remote_mount_point` (`$SUBDIR`: the host's key, e.g. `hosts_0`)
+        read-only under `local_mount_point` from the next `state()` on; with several meshes,
+        each under `local_mount_point/<mesh name>`. Needs FUSE on this host."""
+        declare_gather_mount(self, remote_mount_point, local_mount_point, meshes)
 
     # -- scheduler hooks -----------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 # How long a stat or read on a host may take before it fails with EIO (seconds).
 DEFAULT_TIMEOUT_S: float = 10.0
 # torchmonarch's name for how quickly a change on a host shows through the mount (seconds).
-_NOTIFY_BATCH_S: float = 0.05
+NOTIFY_BATCH_S: float = 0.05
 
 
 class GatherSource(Actor):
