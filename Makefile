@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml Makefile
 	# The metrics test starts a real Prometheus (Debian's) scraping a process's /metrics.
 	command -v prometheus >/dev/null || (apt-get update -qq && apt-get install -y -qq prometheus) \
 		|| echo "prometheus unavailable: the Prometheus scrape test will skip"
+	# The mount tests (tests/mount) mount FUSE file systems through Debian's libfuse3.
+	command -v fusermount3 >/dev/null || (apt-get update -qq && apt-get install -y -qq fuse3) \
+		|| echo "fuse3 unavailable: the mount tests will skip"
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -43,20 +43,25 @@ def fuse_unavailable_reason() -> str | None:
     if shutil.which("fusermount3") is None:
         return "fusermount3 is not installed (Debian's fuse3 package)"
     try:
-        import mfusepy  # noqa: F401
+        _load_mfusepy()
     except (ImportError, OSError) as exc:
         return f"the mfusepy package cannot load libfuse3 ({exc})"
     return None
 
 
+def fuse_error(what: str, reason: str) -> RuntimeError:
+    """The error of `what` on a host where FUSE cannot work, naming the alternative."""
+    return RuntimeError(
+        f"{what} needs FUSE, but {reason}. Copy the directory to the hosts with "
+        f"monarch.job.sync_workspace(host_mesh, DIR) (or `monarch exec --workspace DIR`) "
+        f"instead.")
+
+
 def require_fuse(what: str) -> None:
-    """Raise RuntimeError naming `sync_workspace` when this host cannot mount FUSE."""
+    """Raise `fuse_error` when this host cannot mount FUSE."""
     reason = fuse_unavailable_reason()
     if reason is not None:
-        raise RuntimeError(
-            f"{what} needs FUSE, but {reason}. Copy the directory to the hosts with "
-            f"monarch.job.sync_workspace(host_mesh, DIR) (or `monarch exec --workspace DIR`) "
-            f"instead.")
+        raise fuse_error(what, reason)
 
 
 class Backend(Protocol):
@@ -72,9 +77,9 @@ def eio(why: str) -> OSError:
 
 
 def _load_mfusepy() -> Any:
-    import mfusepy
+    import importlib
 
-    return mfusepy
+    return importlib.import_module("mfusepy")
 
 
 class TreeFS:

@@ -203,9 +203,8 @@ class GatherMount:
     def __enter__(self) -> GatherMount:
         return self
 
-    def __exit__(self, *exc: object) -> bool:
+    def __exit__(self, *exc: object) -> None:
         self.close()
-        return False
 
 
 def gather_mount(host_mesh: Any, remote_mount_point: str, local_mount_point: str,
