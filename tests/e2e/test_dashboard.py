@@ -8,7 +8,8 @@ red), and saves a screenshot to `tests/e2e/artifacts/dashboard-*.png`. Then the 
 panel, the py-spy button, and `monarch.notebook.dashboard(state)`'s frame.
 
 It skips when `/usr/bin/chromium` or the `playwright` package is missing, as
-`test_jupyterlab.py` does.
+`test_jupyterlab.py` does. The last test runs `tutorials/observability.ipynb` in JupyterLab
+(that module's `lab` fixture) and docks its dashboard frame beside the notebook.
 """
 
 from __future__ import annotations
@@ -20,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from tests.dashboard.workload import dashboard_job, overview_ready, wait_for
-from tests.e2e.test_jupyterlab import _MISSING, ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.e2e.test_jupyterlab import (  # noqa: F401  (lab: the JupyterLab fixture)
+    _MISSING,
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    lab,
+)
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, Page
@@ -30,6 +37,7 @@ pytestmark = [pytest.mark.skipif(_MISSING is not None, reason=_MISSING or ""),
 
 RED = "rgb(229, 72, 77)"  # style.css's --failed
 UI_TIMEOUT_MS = 30_000
+JUPYTER_UI_TIMEOUT_MS = 90_000  # a kernel starting and running the tutorial's cells
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +213,65 @@ def test_notebook_widget_frames_the_live_dashboard(state: Any, page: Page) -> No
     expect(frame.locator("#topology-graph g.node.actor.failed")).to_have_count(2)
     expect(page.locator("a[target=_blank]")).to_have_text(f"{state.dashboard_url}/#/topology")
     page.screenshot(path=str(ARTIFACTS / "dashboard-notebook-frame.png"), full_page=True)
+
+
+def _run_on_cell(page: Page, path: str, command: str, cell: int) -> None:
+    """Run a JupyterLab command on the notebook at `path` with cell `cell` active (-1: last)."""
+    page.evaluate(
+        """async ([path, command, cell]) => {
+            const app = window.jupyterapp;
+            const panel = Array.from(app.shell.widgets("main"))
+                .find((w) => w.context?.path === path);
+            if (!panel) throw new Error(`No open notebook at ${path}.`);
+            await panel.sessionContext.ready;
+            await panel.sessionContext.session.kernel.info;
+            app.shell.activateById(panel.id);
+            const notebook = panel.content;
+            notebook.activeCellIndex = cell < 0 ? notebook.widgets.length + cell : cell;
+            if (!app.commands.isEnabled(command)) throw new Error(`${command} is disabled.`);
+            return app.commands.execute(command);
+        }""",
+        [path, command, cell],
+    )
+
+
+@pytest.mark.slow
+def test_observability_tutorial_docks_the_dashboard_beside_the_notebook(
+        lab: str) -> None:  # noqa: F811  (the fixture imported above)
+    """The tutorial in JupyterLab: its `dashboard(state)` cell frames the live page, which
+    shows the tutorial's two failed actors in red, and "Create New View for Cell Output"
+    docks that frame as a pane beside the notebook."""
+    from playwright.sync_api import expect, sync_playwright
+
+    path = "observability.ipynb"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                    args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page.set_default_timeout(15_000)
+            page.goto(f"{lab}/lab/tree/{path}")
+            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+            expect(notebook.locator(".jp-Notebook .jp-Cell").last).to_be_visible(
+                timeout=JUPYTER_UI_TIMEOUT_MS)
+            # Everything but the last cell, which kills the job.
+            _run_on_cell(page, path, "notebook:run-all-above", -1)
+            frame = notebook.frame_locator(
+                ".jp-OutputArea-output iframe[title='Monarch Dashboard']")
+            expect(frame.locator("#errors li.failed")).to_have_count(
+                2, timeout=JUPYTER_UI_TIMEOUT_MS)
+            assert _color(frame.locator("#errors li.failed .reason-head").first) == RED
+            cells = notebook.locator(".jp-Notebook .jp-Cell")
+            index = next(i for i, text in enumerate(cells.all_inner_texts())
+                         if "dashboard(state" in text and "view=" in text)
+            _run_on_cell(page, path, "notebook:create-output-view", index)
+            docked = page.locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
+            expect(docked).to_have_count(1)
+            pane = page.frame_locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
+            expect(pane.locator("#errors li.failed")).to_have_count(2,
+                                                                    timeout=JUPYTER_UI_TIMEOUT_MS)
+            page.screenshot(path=str(ARTIFACTS / "dashboard-jupyterlab.png"))
+            _run_on_cell(page, path, "notebook:run-cell", -1)  # job.kill()
+        finally:
+            browser.close()
