@@ -245,11 +245,14 @@ class FileClient:
 
     def _connect(self) -> socket.socket:
         sock = socket.create_connection(self.address, timeout=self.timeout)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        _send(sock, {"token": self._token})
-        if not _recv(sock).get("ok"):
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            _send(sock, {"token": self._token})
+            if not _recv(sock).get("ok"):
+                raise ConnectionError("the source refused the mount's token")
+        except BaseException:
             sock.close()
-            raise ConnectionError("the source refused the mount's token")
+            raise
         with self._lock:
             if self._closed:
                 sock.close()
