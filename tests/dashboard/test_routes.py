@@ -5,6 +5,8 @@ token reaching the page.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import re
 import urllib.parse
 from collections.abc import Iterator
@@ -28,9 +30,18 @@ pytestmark = pytest.mark.timeout(180)
 
 
 @pytest.fixture(scope="module")
-def state() -> Iterator[Any]:
-    with dashboard_job() as state:
-        yield state
+def started() -> Iterator[tuple[Any, Any, str]]:
+    """(job, state, what starting it printed on stdout)."""
+    printed = io.StringIO()
+    with contextlib.ExitStack() as stack:
+        with contextlib.redirect_stdout(printed):
+            job, state = stack.enter_context(dashboard_job())
+        yield job, state, printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def state(started: tuple[Any, Any, str]) -> Any:
+    return started[1]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +81,17 @@ def test_dashboard_url_serves_the_page_on_the_telemetry_server(state: Any) -> No
     assert {"app.js", "api.js", "draw.js", "overview.js", "topology.js", "explorer.js"} <= seen
     status, ctype, _ = get(f"{state.dashboard_url}/static/style.css")
     assert status == 200 and ctype.startswith("text/css")
+
+
+def test_the_url_is_announced_once_and_a_second_state_reuses_the_server(
+        started: tuple[Any, Any, str]) -> None:
+    job, state, printed = started
+    assert printed.count(f"Monarch Dashboard: {state.dashboard_url}\n") == 1
+    again = io.StringIO()
+    with contextlib.redirect_stdout(again):
+        second = job.state(cached_path=None)
+    assert second.dashboard_url == state.dashboard_url and "Monarch Dashboard" not in \
+        again.getvalue()
 
 
 @pytest.mark.parametrize("path", ["/static/../telemetry_config.py", "/static/%2e%2e/x.py",

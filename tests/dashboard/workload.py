@@ -34,8 +34,8 @@ class Pinger(Actor):
 
 
 @contextmanager
-def dashboard_job() -> Iterator[Any]:
-    """A running job with the workload of the module doc; yields its state."""
+def dashboard_job() -> Iterator[tuple[Any, Any]]:
+    """A running job with the workload of the module doc; yields it and its state."""
     import monarch.actor
 
     job = ProcessJob({"hosts": 1}).enable_telemetry(
@@ -54,7 +54,7 @@ def dashboard_job() -> Iterator[Any]:
         stopped = procs.spawn("retired", Pinger)
         stopped.initialized.get()
         stopped.stop("the test retires it").get()
-        yield state
+        yield job, state
     finally:
         monarch.actor.unhandled_fault_hook = previous_hook
         job.kill()

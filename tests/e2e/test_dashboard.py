@@ -42,7 +42,7 @@ JUPYTER_UI_TIMEOUT_MS = 90_000  # a kernel starting and running the tutorial's c
 
 @pytest.fixture(scope="module")
 def state() -> Iterator[Any]:
-    with dashboard_job() as state:
+    with dashboard_job() as (_, state):
         assert overview_ready(wait_for(f"{state.dashboard_url}/api/dashboard/overview",
                                        overview_ready))
         yield state

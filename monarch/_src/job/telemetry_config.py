@@ -130,8 +130,9 @@ class Telemetry:
             self.snapshots = SnapshotTimer(float(self.config.snapshot_interval_secs))
 
     def mount_dashboard(self, admin_url: str | None) -> str:
-        """Serve the dashboard on the running server (once); its URL. `admin_url`, the mesh
-        admin API's (token included), backs the triage and py-spy buttons."""
+        """Serve the dashboard on the running server (once, announcing its URL on stdout as
+        torchmonarch does); its URL. `admin_url`, the mesh admin API's (token included), backs
+        the triage and py-spy buttons."""
         if self.dashboard_url is None:
             from monarch._src.dashboard import mount, rows_of
 
@@ -146,6 +147,7 @@ class Telemetry:
 
             mount(server, rows_of(server.engine.query), admin_url, store_pyspy)
             self.dashboard_url = server.url
+            print(f"Monarch Dashboard: {self.dashboard_url}")  # once, as torchmonarch does
         assert self.dashboard_url is not None
         return self.dashboard_url
 
