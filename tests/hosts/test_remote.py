@@ -273,8 +273,10 @@ def test_hosts_from_config_without_a_cluster_starts_two_local_hosts(
 def test_worker_cli_rejects_bad_addresses(capsys: pytest.CaptureFixture[str]) -> None:
     from monarch._src.hosts.worker_cli import main
 
-    assert main(["--address", "ipc:///tmp/x"]) == 2
-    assert "scheme 'ipc'" in capsys.readouterr().err
+    assert main(["--address", "udp://127.0.0.1:5000"]) == 2
+    assert "scheme 'udp'" in capsys.readouterr().err
+    assert main(["--address", "ipc://relative/x"]) == 2
+    assert "needs an absolute socket path" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main([])
 
@@ -415,3 +417,21 @@ def test_a_worker_started_with_an_alias_is_attached_through_it() -> None:
         assert worker.wait(timeout=20) == 0
     finally:
         end_processes([worker])
+
+
+def test_a_worker_on_an_ipc_socket_is_attached_over_it(tmp_path: Any) -> None:
+    # Monarch's ProcessJob form: a worker of this machine listening on a unix-domain socket.
+    addr = f"ipc://{tmp_path}/w0"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import sys; from monarch.actor import run_worker_loop_forever; "
+         "run_worker_loop_forever(address=sys.argv[1], ca='trust_all_connections')", addr],
+        env=worker_env(), cwd=REPO, stdin=subprocess.DEVNULL)
+    try:
+        hosts = attach_to_workers(ca=TRUST, workers=[addr])
+        procs = hosts.spawn_procs(per_host={"gpus": 2})
+        pids = procs.spawn("ipc", Where).where.call().get(timeout=60)
+        assert len({v[0] for v in pids.values()}) == 2
+        hosts.shutdown().get(timeout=30)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        end_processes([proc])

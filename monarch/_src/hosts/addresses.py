@@ -1,9 +1,11 @@
 """Worker addresses: parsing, loopback checks and the `ca` argument of the attach API.
 
-Hosts are dialed over Dask's comm layer, which has `tcp://` and `tls://` but no `ipc://`
-sockets, so a worker address is `tcp://host:port` (or `tls://host:port`, or bare `host:port`).
-With `enable_tls` every connection is TLS, so `tcp://` addresses are dialed (and listened on)
-as `tls://`: the same worker addresses work with and without TLS.
+A worker address is `tcp://host:port` (or `tls://host:port`, or bare `host:port`), or
+`ipc:///path` (also `unix:///path`): a worker on this machine listening on a unix-domain socket
+at that path, as Monarch's `ProcessJob` and `host_mesh_from_store` workers do; it parses to
+`("unix", path, 0)` and is dialed as `unix:///path`. With `enable_tls` every connection is TLS,
+so `tcp://` addresses are dialed (and listened on) as `tls://`: the same worker addresses work
+with and without TLS (unix-domain sockets are not encrypted, so `ipc://` is refused then).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 from monarch._src.config import get as config_get
 
 __all__ = [
-    "TRUST_ALL", "check_ca", "free_port", "host_of", "is_loopback", "parse_worker_address",
-    "probe_ssl_context",
+    "TRUST_ALL", "check_ca", "dial_address", "free_port", "host_of", "is_loopback",
+    "parse_worker_address", "probe_ssl_context",
 ]
 
 TRUST_ALL = "trust_all_connections"
@@ -47,10 +49,13 @@ def parse_worker_address(
     scheme, sep, rest = text.partition("://")
     if not sep:
         scheme, rest = "tcp", text
+    if scheme in ("ipc", "unix"):
+        return "unix", _socket_path(address, rest, what), 0
     if scheme not in ("tcp", "tls"):
         raise ValueError(
             f"{what}: worker address {address!r} uses the scheme {scheme!r}; this version "
-            "connects hosts over 'tcp://host:port' (or 'tls://host:port' with enable_tls)."
+            "connects hosts over 'tcp://host:port' (or 'tls://host:port' with enable_tls), or "
+            "'ipc:///path' on this machine."
         )
     tls = bool(config_get("enable_tls"))
     if scheme == "tls" and not tls:
@@ -72,6 +77,28 @@ def parse_worker_address(
             "(the one clients dial)."
         )
     return scheme, host, int(port)
+
+
+def _socket_path(address: str, path: str, what: str) -> str:
+    """The socket path of an `ipc://` worker address, checked."""
+    if not path.startswith("/"):
+        raise ValueError(f"{what}: worker address {address!r} needs an absolute socket path, as "
+                         "in 'ipc:///tmp/monarch/worker0' (abstract '@name' sockets are not "
+                         "supported).")
+    if len(path.encode()) > 107:  # sun_path holds 108 bytes, one of them the terminating NUL
+        raise ValueError(f"{what}: the socket path of {address!r} is longer than 107 bytes; "
+                         "choose a shorter one.")
+    if config_get("enable_tls"):
+        raise ValueError(f"{what}: worker address {address!r} is a unix-domain socket, which is "
+                         "not encrypted, but enable_tls is on; use a tls:// address.")
+    return path
+
+
+def dial_address(scheme: str, host: str, port: int) -> str:
+    """The transport address of a parsed worker address (`unix:///path` for `ipc://`)."""
+    if scheme == "unix":
+        return f"unix://{host}"
+    return f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
 
 
 def probe_ssl_context() -> Any:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monarch._src.config import configure, parse_transport
-from monarch._src.hosts.addresses import TRUST_ALL, check_ca, parse_worker_address
+from monarch._src.hosts.addresses import TRUST_ALL, check_ca, dial_address, parse_worker_address
 from monarch._src.hosts.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.hosts.remote_agent import RemoteHostAgent
@@ -59,7 +59,8 @@ def attach_to_workers(
 ) -> HostMesh:
     """A host mesh (one dimension, `hosts`) over running worker hosts; never blocks.
 
-    `workers` are addresses (`tcp://host:port`) of processes running
+    `workers` are addresses (`tcp://host:port`, or `ipc:///path` on this machine) of processes
+    running
     `run_worker_loop_forever` / `monarch worker`, or futures of them. Only
     `ca="trust_all_connections"` is accepted (use `enable_tls` for TLS). `HostMesh.initialized`
     raises naming a host that could not be attached.
@@ -93,8 +94,7 @@ def _serve(ca: str, address: str, private_key: Any, what: str) -> Any:
             "process's runtime already started, so it cannot listen at "
             f"{address!r}. Run it in a process of its own (e.g. `monarch worker`)."
         )
-    listen = f"{scheme}://{'[' + host + ']' if ':' in host else host}:{port}"
-    configure(default_transport=parse_transport(listen))
+    configure(default_transport=parse_transport(dial_address(scheme, host, port)))
     from monarch._src.hosts.served import HostServer
 
     return HostServer(get_runtime(), exit_on_shutdown=True)

@@ -25,6 +25,7 @@ import asyncio
 import concurrent.futures
 import itertools
 import os
+import stat
 import sys
 import threading
 import uuid
@@ -33,6 +34,7 @@ from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get, runtime_snapshot
 from monarch._src.hosts.addresses import (
+    dial_address,
     host_of,
     is_loopback,
     parse_worker_address,
@@ -119,22 +121,24 @@ class RemoteHostAgent:
             if not isinstance(target, str):
                 target = await _resolve(target)
             scheme, h, port = parse_worker_address(target)
-            host.addr = f"{scheme}://{'[' + h + ']' if ':' in h else h}:{port}"
+            host.addr = dial_address(scheme, h, port)
             me = host_of(self.rt.address)
-            if self.rt.address.startswith("unix://") and not is_loopback(h):
+            if scheme == "unix":  # a worker on this machine: its procs listen as ours do
+                h = host.addr
+            elif self.rt.address.startswith("unix://") and not is_loopback(h):
                 raise RuntimeError(
                     f"this client listens on a unix-domain socket ({self.rt.address}), which the "
                     f"host at {host.addr} cannot reach. Call "
                     "monarch.actor.enable_transport('tcp') before any other monarch call."
                 )
-            if is_loopback(me) and not is_loopback(h):
+            if scheme != "unix" and is_loopback(me) and not is_loopback(h):
                 raise RuntimeError(
                     f"this client listens on {self.rt.address} (loopback), which the host at "
                     f"{host.addr} cannot reach. Call monarch.actor.enable_transport('tcp') (or "
                     "enable_transport('tcp://<this machine's address>:0')) before any other "
                     "monarch call."
                 )
-            await _probe(h, port)
+            await (_probe_unix(h) if scheme == "unix" else _probe(h, port))
             # Attaching says a host serves there now: a dead one known at that address (a host
             # lost before, a proc whose port the OS gave to this host) is another process.
             self.rt.mailbox.revive(host.addr)
@@ -574,6 +578,25 @@ async def _probe(host: str, port: int) -> None:
                                f"({_why(exc)})") from None
         writer.close()
         return
+
+
+async def _probe_unix(address: str) -> None:
+    """`_probe` for a worker on a unix-domain socket (`unix:///path`): its socket file appears
+    within `host_heartbeat_timeout`. (A connection made only to probe would make the worker's
+    listener log a failed handshake.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + duration_seconds("host_heartbeat_timeout")
+    path = address[len("unix://"):]
+    while True:
+        try:
+            if stat.S_ISSOCK(os.stat(path).st_mode):
+                return
+            why = "the path is not a socket"
+        except OSError as exc:
+            why = _why(exc)
+        if loop.time() >= deadline:
+            raise RuntimeError(f"nothing answers at {address} ({why})")
+        await asyncio.sleep(0.05)
 
 
 def _why(exc: BaseException) -> str:

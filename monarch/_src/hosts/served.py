@@ -254,12 +254,15 @@ class HostServer:
                 self._serve(args, waiting_reply)
 
 
-def _listen_address(dialed_host: str) -> str:
+def _listen_address(dialed_host: str) -> str | None:
     """Where this host's procs listen: `host_listen_address`, else the host the client used
-    to reach this one (so it can reach the procs the same way), on a free port."""
+    to reach this one (so it can reach the procs the same way), on a free port. A client that
+    dialed a unix-domain socket runs on this machine: the procs listen as its own do (None)."""
     configured = config_get("host_listen_address")
     if configured:
         return str(configured)
+    if dialed_host.startswith("unix://"):
+        return None
     scheme = "tls" if config_get("enable_tls") else "tcp"
     return f"{scheme}://{_bracket(dialed_host)}:0"
 
