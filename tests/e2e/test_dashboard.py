@@ -237,41 +237,37 @@ def _run_on_cell(page: Page, path: str, command: str, cell: int) -> None:
 
 @pytest.mark.slow
 def test_observability_tutorial_docks_the_dashboard_beside_the_notebook(
-        lab: str) -> None:  # noqa: F811  (the fixture imported above)
+        lab: str, browser: Browser) -> None:  # noqa: F811  (the fixture imported above)
     """The tutorial in JupyterLab: its `dashboard(state)` cell frames the live page, which
     shows the tutorial's two failed actors in red, and "Create New View for Cell Output"
     docks that frame as a pane beside the notebook."""
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     path = "observability.ipynb"
-    ARTIFACTS.mkdir(exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                                    args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
-            page.set_default_timeout(15_000)
-            page.goto(f"{lab}/lab/tree/{path}")
-            notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
-            expect(notebook.locator(".jp-Notebook .jp-Cell").last).to_be_visible(
-                timeout=JUPYTER_UI_TIMEOUT_MS)
-            # Everything but the last cell, which kills the job.
-            _run_on_cell(page, path, "notebook:run-all-above", -1)
-            frame = notebook.frame_locator(
-                ".jp-OutputArea-output iframe[title='Monarch Dashboard']")
-            expect(frame.locator("#errors li.failed")).to_have_count(
-                2, timeout=JUPYTER_UI_TIMEOUT_MS)
-            assert _color(frame.locator("#errors li.failed .reason-head").first) == RED
-            cells = notebook.locator(".jp-Notebook .jp-Cell")
-            index = next(i for i, text in enumerate(cells.all_inner_texts())
-                         if "dashboard(state" in text and "view=" in text)
-            _run_on_cell(page, path, "notebook:create-output-view", index)
-            docked = page.locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
-            expect(docked).to_have_count(1)
-            pane = page.frame_locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
-            expect(pane.locator("#errors li.failed")).to_have_count(2,
-                                                                    timeout=JUPYTER_UI_TIMEOUT_MS)
-            page.screenshot(path=str(ARTIFACTS / "dashboard-jupyterlab.png"))
-            _run_on_cell(page, path, "notebook:run-cell", -1)  # job.kill()
-        finally:
-            browser.close()
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        page.set_default_timeout(15_000)
+        page.goto(f"{lab}/lab/tree/{path}")
+        notebook = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+        expect(notebook.locator(".jp-Notebook .jp-Cell").last).to_be_visible(
+            timeout=JUPYTER_UI_TIMEOUT_MS)
+        # Everything but the last cell, which kills the job.
+        _run_on_cell(page, path, "notebook:run-all-above", -1)
+        frame = notebook.frame_locator(
+            ".jp-OutputArea-output iframe[title='Monarch Dashboard']")
+        expect(frame.locator("#errors li.failed")).to_have_count(
+            2, timeout=JUPYTER_UI_TIMEOUT_MS)
+        assert _color(frame.locator("#errors li.failed .reason-head").first) == RED
+        cells = notebook.locator(".jp-Notebook .jp-Cell")
+        index = next(i for i, text in enumerate(cells.all_inner_texts())
+                     if "dashboard(state" in text and "view=" in text)
+        _run_on_cell(page, path, "notebook:create-output-view", index)
+        docked = page.locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
+        expect(docked).to_have_count(1)
+        pane = page.frame_locator(".jp-LinkedOutputView iframe[title='Monarch Dashboard']")
+        expect(pane.locator("#errors li.failed")).to_have_count(2,
+                                                                timeout=JUPYTER_UI_TIMEOUT_MS)
+        page.screenshot(path=str(ARTIFACTS / "dashboard-jupyterlab.png"))
+        _run_on_cell(page, path, "notebook:run-cell", -1)  # job.kill()
+    finally:
+        page.close()
