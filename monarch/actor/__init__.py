@@ -21,6 +21,7 @@ from typing import Any
 
 from monarch._src.config import ChannelTransport, configure, get as _config_get, parse_transport
 from monarch._src.debug import debug_controller
+from monarch._src.hosts.gateway import attach
 from monarch._src.hosts.remote import (
     attach_to_workers,
     default_bootstrap_cmd,
@@ -52,7 +53,6 @@ from monarch._src.mesh.port import Channel, Port, PortReceiver
 from monarch._src.mesh.proc_mesh import ProcMesh, this_proc
 from monarch._src.mesh.returns_future import returns_future
 from monarch._src.mesh.telemetry import span, traced
-from monarch._src.mesh.unsupported import attach
 from monarch._src.mesh.value_mesh import ValueMesh
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.runtime import runtime_if_started as _runtime_if_started

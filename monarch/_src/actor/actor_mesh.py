@@ -4,10 +4,10 @@ The names the `monarch.actor` facade exports are taken from it (importing it has
 import-time effects, as on Monarch); the three it does not export come from their home modules.
 """
 
+from monarch._src.hosts.gateway import attach
 from monarch._src.mesh.actor_mesh import ActorMesh
 from monarch._src.mesh.context import Instance, client_context
 from monarch._src.mesh.port import RankedPortReceiver
-from monarch._src.mesh.unsupported import attach
 from monarch.actor import (
     Accumulator,
     Actor,

@@ -16,14 +16,16 @@ starts makes it listen on a routable address.
 
 from __future__ import annotations
 
+import atexit
 import concurrent.futures
 import os
+import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from monarch._src.config import configure, parse_transport
+from monarch._src.config import ChannelTransport, configure, parse_transport
 from monarch._src.hosts.addresses import TRUST_ALL, check_ca, dial_address, parse_worker_address
 from monarch._src.hosts.bootstrap_command import BootstrapCommand, default_bootstrap_cmd
 from monarch._src.hosts.local_workers import LocalWorkers
@@ -94,10 +96,46 @@ def _serve(ca: str, address: str, private_key: Any, what: str) -> Any:
             "process's runtime already started, so it cannot listen at "
             f"{address!r}. Run it in a process of its own (e.g. `monarch worker`)."
         )
-    configure(default_transport=parse_transport(dial_address(scheme, host, port)))
+    if scheme == "unix":
+        # The server listens on a socket of its own and `address` names it (a symlink): the
+        # procs it starts reach it at its own path, so removing the public one (Monarch's tests
+        # do, to check that an attached client never dials it again) cuts no proc off.
+        _claim_socket_path(host, address, what)
+        configure(default_transport=ChannelTransport.Unix)
+    else:
+        configure(default_transport=parse_transport(dial_address(scheme, host, port)))
     from monarch._src.hosts.served import HostServer
 
-    return HostServer(get_runtime(), exit_on_shutdown=True)
+    server = HostServer(get_runtime(), exit_on_shutdown=True)
+    if scheme == "unix":
+        own = server.address[len("unix://"):]
+        os.symlink(own, host)
+        atexit.register(_remove_link, host, own)
+    return server
+
+
+def _claim_socket_path(path: str, address: str, what: str) -> None:
+    """Free `path` for a worker's socket: a stale file (nothing listens) is removed; RuntimeError
+    if a worker listens there."""
+    if not os.path.lexists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+    except OSError:
+        os.unlink(path)  # left by a worker that is gone
+        return
+    finally:
+        probe.close()
+    raise RuntimeError(f"{what}: a worker already listens at {address!r}; give another path.")
+
+
+def _remove_link(path: str, target: str) -> None:
+    try:
+        if os.readlink(path) == target:
+            os.unlink(path)
+    except OSError:
+        pass  # removed already (by whoever took the path over, or by hand)
 
 
 def start_worker_loop_forever(*, ca: str, address: str, private_key: Any = None) -> Future[None]:

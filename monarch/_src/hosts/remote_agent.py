@@ -41,6 +41,7 @@ from monarch._src.hosts.addresses import (
     probe_ssl_context,
 )
 from monarch._src.hosts.bootstrap_command import check_commands
+from monarch._src.hosts.gateway import attached_dial_address
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import settled
 from monarch._src.hosts.proc_ready import ProcReady
@@ -138,7 +139,8 @@ class RemoteHostAgent:
                     "enable_transport('tcp://<this machine's address>:0')) before any other "
                     "monarch call."
                 )
-            await (_probe_unix(h) if scheme == "unix" else _probe(h, port))
+            if host.addr != attached_dial_address():  # (else its connection is open)
+                await probe_address(host.addr)
             # Attaching says a host serves there now: a dead one known at that address (a host
             # lost before, a proc whose port the OS gave to this host) is another process.
             self.rt.mailbox.revive(host.addr)
@@ -578,6 +580,16 @@ async def _probe(host: str, port: int) -> None:
                                f"({_why(exc)})") from None
         writer.close()
         return
+
+
+async def probe_address(address: str) -> None:
+    """Fail fast, naming the reason, when no worker listens at `address` (`tcp://h:p`,
+    `tls://h:p` or `unix:///path`)."""
+    if address.startswith("unix://"):
+        await _probe_unix(address)
+        return
+    _, host, port = parse_worker_address(address)
+    await _probe(host, port)
 
 
 async def _probe_unix(address: str) -> None:

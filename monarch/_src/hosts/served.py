@@ -11,7 +11,9 @@ answers these control operations from its client (`hosts/remote.py` is the other
 * `host_spawn(table_id, proc_ids, spec)`: fork procs whose `proc_ready`, exits and output are
   forwarded to the client (`remote_proc_ready`, `remote_proc_failed`, `remote_log`);
 * `host_stop(table_id, reason)`: stop one proc table; `host_flush_logs()`: a log barrier;
-* `host_detach(exit)`: stop every proc of the client and serve the next (or exit the loop).
+* `host_detach(exit)`: stop every proc of the client and serve the next (or exit the loop);
+* `gateway_attach(client)`: a client bootstrapping through this host (`attach(addr)`,
+  `hosts/gateway.py`) opened its connection; answered at once.
 
 The server pings its client every `host_heartbeat_interval`; a client that stops answering for
 `host_heartbeat_timeout`, or whose connection breaks, is gone: its procs are stopped (killed
@@ -105,6 +107,7 @@ class HostServer:
             host_stop=self._stop,
             host_flush_logs=self._flush_logs,
             host_detach=self._detach,
+            gateway_attach=self._gateway_attach,
         )
         rt.mailbox.on_peer_lost.append(self._peer_lost)
         # Start the fork server now: it imports the proc runtime while no client waits, so a
@@ -139,6 +142,12 @@ class HostServer:
             self._ping_client()
             return
         self._serve(args, reply)
+
+    def _gateway_attach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+        """A client bootstrapping through this host (`attach(addr)`, `hosts/gateway.py`): its
+        connection is open once this answer arrives; it attaches as a client later."""
+        self.rt.mailbox.revive(args[0])
+        self.rt.mailbox.reply(reply, {"address": self.address, "pid": os.getpid()})
 
     def _serve(self, args: tuple[Any, ...], reply: Any) -> None:
         client, _root, dialed_host = args
