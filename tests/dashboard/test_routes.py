@@ -115,6 +115,12 @@ def test_overview_counts_the_workload_and_lists_the_failed_actors(
     endpoints = {e["endpoint"]: e for e in overview["endpoints"]}
     assert endpoints["ping"]["n"] >= 2 * CALLS and endpoints["ping"]["failed"] == 0
     assert endpoints["fail"] == {"endpoint": "fail", "n": 2, "failed": 2}
+    lifecycle = overview["lifecycle"]
+    assert lifecycle["failed"] == 2 and lifecycle["complete"] >= 2 * CALLS
+    assert overview["success_pct"] == round(100 * lifecycle["complete"] /
+                                            (lifecycle["complete"] + 2), 1)
+    assert sorted((s["mesh"], s["rank"], s["reason"]) for s in overview["stopped"]) == [
+        ("retired", 0, "the test retires it"), ("retired", 1, "the test retires it")]
     series = overview["activity"]["series"]
     assert sum(p["n"] for p in series) >= 2 * CALLS  # the workload ran within the window
     assert series == sorted(series, key=lambda p: p["t_us"])
@@ -130,9 +136,21 @@ def test_topology_has_the_mesh_tree_and_every_actors_status(topology: dict[str, 
     assert [a["status"] for a in _actors(topology, "pinger")] == ["Idle", "Idle"]
     assert [a["status"] for a in _actors(topology, "doomed")] == ["Failed", "Failed"]
     assert [a["reason"] for a in _actors(topology, "retired")] == ["the test retires it"] * 2
+    assert "flows" not in topology  # only asked for with ?flows=1
     # 64-bit ids travel as decimal strings (JavaScript's numbers would round them).
     assert all(isinstance(a["id"], str) and a["id"].isdigit() for a in topology["actors"])
     assert all(isinstance(m["id"], str) for m in topology["meshes"])
+
+
+def test_topology_flows_count_the_messages_between_actors(state: Any,
+                                                         topology: dict[str, Any]) -> None:
+    status, value = get_json(f"{state.dashboard_url}/api/dashboard/topology?flows=1")
+    assert status == 200
+    client = next(a["id"] for a in value["actors"] if a["display_name"] == "<root>")
+    pingers = {a["id"] for a in _actors(topology, "pinger")}
+    to_pingers = [f for f in value["flows"] if f["to_actor_id"] in pingers]
+    assert {f["from_actor_id"] for f in to_pingers} == {client}
+    assert sorted(f["n"] for f in to_pingers) == [CALLS, CALLS]
 
 
 def test_actor_detail_has_its_history_and_messages(state: Any,

@@ -111,7 +111,7 @@ def test_topology_draws_the_mesh_tree_with_failed_actors_red(state: Any, page: P
     graph = page.locator("#topology-graph")
     failed = graph.locator("g.node.actor.failed")
     expect(failed).to_have_count(2)
-    expect(graph.locator("g.node.actor.idle")).to_have_count(2)
+    expect(graph.locator("g.node.actor.idle")).to_have_count(3)  # the pingers and the client
     expect(graph.locator("g.node.actor.stopped")).to_have_count(2)
     assert _color(failed.first.locator("rect").first, "stroke") == RED
     labels = graph.locator("g.node.mesh .node-label").all_text_contents()
@@ -120,7 +120,14 @@ def test_topology_draws_the_mesh_tree_with_failed_actors_red(state: Any, page: P
     # The meshes above a failure are red too; the client's own meshes are hidden by default.
     expect(graph.locator("g.node.mesh.failed")).to_have_count(3)  # hosts, trainers, doomed
     assert not any(t.startswith("telemetry") for t in labels)
+    # The client's calls to the pingers, drawn as dashed message edges.
+    expect(graph.locator("path.flow").first).to_be_attached()
     page.screenshot(path=str(ARTIFACTS / "dashboard-topology.png"), full_page=True)
+    page.locator("button.mode[data-mode=meshes]").click()
+    expect(graph.locator("g.node.actor")).to_have_count(0)
+    doomed = graph.locator("g.node.mesh.failed", has_text="doomed")
+    expect(doomed.locator(".node-kind")).to_have_text(re.compile(r"2 actors · 2 failed"))
+    page.screenshot(path=str(ARTIFACTS / "dashboard-topology-meshes.png"), full_page=True)
 
     page.locator("button.tab[data-tab=actors]").click()
     rows = page.locator("#actors-table tbody tr.failed")

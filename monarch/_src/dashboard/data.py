@@ -26,7 +26,8 @@ __all__ = [
 Query = Callable[[str], list[dict[str, Any]]]
 
 # Mesh classes whose actors are the runtime's, not the user's.
-SYSTEM_CLASSES = ("Host", "Proc", "Python<RootClientActor>", "Python<TelemetryActor>",
+CLIENT_CLASS = "Python<RootClientActor>"
+SYSTEM_CLASSES = ("Host", "Proc", CLIENT_CLASS, "Python<TelemetryActor>",
                   "Python<DebugController>", "Python<SourceLoaderController>")
 U64_MAX = 2**64 - 1
 ACTIVITY_SECS = 120  # the message activity chart's window
@@ -34,9 +35,23 @@ ACTIVITY_BUCKET_SECS = 2
 RATE_SECS = 10  # messages/s is the mean over this many seconds
 DETAIL_MESSAGES = 100  # messages in and out listed for one actor
 TOP_ENDPOINTS = 12
+MAX_FLOWS = 500  # actor pairs drawn as message edges
 
-# The current status of every actor: its latest status event (ties broken by the event id).
-_ACTORS_SQL = """
+# Events recorded in the same microsecond are ordered by their place in the lifecycle (event
+# ids are random): an actor that is Stopping and Failed at once is Failed.
+_STATUS_RANK = ("CASE new_status WHEN 'Created' THEN 1 WHEN 'Initializing' THEN 2 "
+                "WHEN 'Client' THEN 3 WHEN 'Processing' THEN 3 WHEN 'Idle' THEN 4 "
+                "WHEN 'Stopping' THEN 5 WHEN 'Stopped' THEN 6 WHEN 'Failed' THEN 7 ELSE 0 END")
+# A handler's stage: queued, then active, then complete or failed.
+_STAGE = ("CASE status WHEN 'queued' THEN 1 WHEN 'active' THEN 2 WHEN 'complete' THEN 3 "
+          "WHEN 'failed' THEN 4 ELSE 0 END")
+# Each message's last stage (1-4, as _STAGE).
+_FINAL_STAGE = f"(SELECT message_id, MAX({_STAGE}) AS stage FROM message_status_events " \
+               "GROUP BY message_id)"
+_STAGE_NAMES = {1: "queued", 2: "active", 3: "complete", 4: "failed"}
+
+# The current status of every actor: its latest status event.
+_ACTORS_SQL = f"""
 SELECT a.id, a.rank, a.full_name, a.display_name, a.mesh_id, a.timestamp_us AS created_us,
        m.class AS mesh_class, m.given_name AS mesh_name,
        s.new_status AS status, s.reason, s.timestamp_us AS status_us
@@ -44,7 +59,8 @@ FROM actors a
 LEFT JOIN meshes m ON a.mesh_id = m.id
 LEFT JOIN (
   SELECT actor_id, new_status, reason, timestamp_us,
-         ROW_NUMBER() OVER (PARTITION BY actor_id ORDER BY timestamp_us DESC, id DESC) AS rn
+         ROW_NUMBER() OVER (PARTITION BY actor_id
+                            ORDER BY timestamp_us DESC, {_STATUS_RANK} DESC) AS rn
   FROM actor_status_events
 ) s ON s.actor_id = a.id AND s.rn = 1
 ORDER BY m.given_name, a.rank
@@ -110,6 +126,7 @@ def _meshes(query: Query) -> list[dict[str, Any]]:
     for row in query(_MESHES_SQL):
         mesh = _ids_as_text(row)
         mesh["system"] = row["class"] in SYSTEM_CLASSES and row["class"] not in ("Host", "Proc")
+        mesh["client"] = row["class"] == CLIENT_CLASS
         try:
             inner = json.loads(row["shape_json"]).get("inner", {})
             mesh["shape"] = dict(zip(inner.get("labels", []), inner.get("sizes", []),
@@ -135,12 +152,15 @@ def overview(query: Query, window: ActivityWindow | None = None) -> dict[str, An
     actors = _actors(query)
     meshes = _meshes(query)
     workload = [a for a in actors if not a["system"]]
+    # Per endpoint: messages received, and how many are at each stage of their handler.
+    stage_sums = ", ".join(f"SUM(CASE WHEN st.stage = {n} THEN 1 ELSE 0 END) AS {name}"
+                           for n, name in _STAGE_NAMES.items())
     endpoints = query(
-        "SELECT COALESCE(msg.endpoint, '-') AS endpoint, COUNT(*) AS n, "
-        "SUM(CASE WHEN f.message_id IS NULL THEN 0 ELSE 1 END) AS failed "
-        "FROM messages msg LEFT JOIN (SELECT DISTINCT message_id FROM message_status_events "
-        "WHERE status = 'failed') f ON f.message_id = msg.id "
+        f"SELECT COALESCE(msg.endpoint, '-') AS endpoint, COUNT(*) AS n, {stage_sums} "
+        f"FROM messages msg LEFT JOIN {_FINAL_STAGE} st ON st.message_id = msg.id "
         "GROUP BY COALESCE(msg.endpoint, '-') ORDER BY n DESC, endpoint")
+    lifecycle = {name: sum(int(e[name] or 0) for e in endpoints)
+                 for name in _STAGE_NAMES.values()}
     bucket_us = ACTIVITY_BUCKET_SECS * 1_000_000
     activity = query(
         f"SELECT CAST(timestamp_us / {bucket_us} AS BIGINT) AS bucket, COUNT(*) AS n "
@@ -151,7 +171,7 @@ def overview(query: Query, window: ActivityWindow | None = None) -> dict[str, An
               for b in range(first, window.now_us // bucket_us + 1)]
     recent = [p for p in series if p["t_us"] >= window.now_us - RATE_SECS * 1_000_000]
     messages = sum(int(e["n"]) for e in endpoints)
-    failed_messages = sum(int(e["failed"] or 0) for e in endpoints)
+    failed_messages = lifecycle["failed"]
     status: dict[str, int] = {}
     for a in workload:
         status[a["status"]] = status.get(a["status"], 0) + 1
@@ -174,16 +194,29 @@ def overview(query: Query, window: ActivityWindow | None = None) -> dict[str, An
         "rate_per_s": round(sum(p["n"] for p in recent) / RATE_SECS, 2),
         "health": _health(workload, messages, failed_messages),
         "status": status,
+        "lifecycle": lifecycle,
         "activity": {"bucket_secs": ACTIVITY_BUCKET_SECS, "series": series},
         "errors": errors,
+        "stopped": [{"actor_id": a["id"], "mesh": a["mesh_name"], "rank": a["rank"],
+                     "reason": a["reason"] or "", "at_us": a["status_us"]}
+                    for a in workload if a["status"] == "Stopped"][:50],
         "endpoints": [{"endpoint": e["endpoint"], "n": int(e["n"]),
                        "failed": int(e["failed"] or 0)} for e in endpoints[:TOP_ENDPOINTS]],
+        "success_pct": round(100 * lifecycle["complete"] / max(1, lifecycle["complete"] +
+                                                                lifecycle["failed"]), 1),
     }
 
 
-def topology(query: Query) -> dict[str, Any]:
-    """The Topology and Explorer views' entities: every mesh and every actor, with status."""
-    return {"meshes": _meshes(query), "actors": _actors(query)}
+def topology(query: Query, flows: bool = False) -> dict[str, Any]:
+    """The Topology and Explorer views' entities: every mesh and every actor, with status;
+    with `flows`, the message counts between pairs of actors too (the graph's dashed edges,
+    the busiest MAX_FLOWS pairs)."""
+    value: dict[str, Any] = {"meshes": _meshes(query), "actors": _actors(query)}
+    if flows:
+        value["flows"] = [_ids_as_text(r) for r in query(
+            "SELECT from_actor_id, to_actor_id, COUNT(*) AS n FROM messages "
+            f"GROUP BY from_actor_id, to_actor_id ORDER BY n DESC LIMIT {MAX_FLOWS}")]
+    return value
 
 
 def actor_detail(query: Query, actor_id: int) -> dict[str, Any] | None:
@@ -192,19 +225,21 @@ def actor_detail(query: Query, actor_id: int) -> dict[str, Any] | None:
     if not rows:
         return None
     history = query("SELECT timestamp_us, new_status AS status, reason FROM actor_status_events "
-                    f"WHERE actor_id = {actor_id} ORDER BY timestamp_us, id")
-    final = ("(SELECT message_id, status, ROW_NUMBER() OVER (PARTITION BY message_id ORDER BY "
-             "timestamp_us DESC, id DESC) AS rn FROM message_status_events)")
-
+                    f"WHERE actor_id = {actor_id} ORDER BY timestamp_us, {_STATUS_RANK}")
     def messages(column: str, other: str) -> list[dict[str, Any]]:
         found = query(
             f"SELECT msg.id, msg.timestamp_us, msg.endpoint, msg.{other} AS peer_id, "
-            f"peer.full_name AS peer, st.status FROM messages msg "
+            f"peer.full_name AS peer, st.stage FROM messages msg "
             f"LEFT JOIN actors peer ON peer.id = msg.{other} "
-            f"LEFT JOIN {final} st ON st.message_id = msg.id AND st.rn = 1 "
+            f"LEFT JOIN {_FINAL_STAGE} st ON st.message_id = msg.id "
             f"WHERE msg.{column} = {actor_id} ORDER BY msg.timestamp_us DESC "
             f"LIMIT {DETAIL_MESSAGES}")
-        return [_ids_as_text(r) for r in found]
+        out = []
+        for row in found:
+            message = _ids_as_text(row)
+            message["status"] = _STAGE_NAMES.get(message.pop("stage") or 0)
+            out.append(message)
+        return out
 
     counts = query(
         f"SELECT SUM(CASE WHEN to_actor_id = {actor_id} THEN 1 ELSE 0 END) AS received, "

@@ -4,7 +4,8 @@
 `TelemetryServer`):
 
 * `GET /` and `GET /static/<file>`: the page (`static/`, shipped as package data);
-* `GET /api/dashboard/overview`, `/topology`, `/actor?id=N`, `/mesh?id=N`: the views' data
+* `GET /api/dashboard/overview`, `/topology` (`?flows=1`: with message counts between
+  actors), `/actor?id=N`, `/mesh?id=N`: the views' data
   (`data.py`, SQL through the job's engine);
 * `GET /api/dashboard/why`: hang triage, and `POST /api/dashboard/pyspy?actor=N`: a py-spy
   dump of the actor's proc, both asked of the mesh admin API by this server (`admin.py`), so
@@ -99,7 +100,8 @@ def mount(server: Any, query: data.Query, admin_url: str | None,
         ("GET", "/index.html"): lambda _: _static("index.html"),
         ("GET", "*"): static,
         ("GET", "/api/dashboard/overview"): view(lambda _: data.overview(query)),
-        ("GET", "/api/dashboard/topology"): view(lambda _: data.topology(query)),
+        ("GET", "/api/dashboard/topology"): view(
+            lambda r: data.topology(query, flows=_param(r, "flows") is not None)),
         ("GET", "/api/dashboard/actor"): view(
             lambda r: data.actor_detail(query, data.parse_id(_param(r, "id"), "actor"))),
         ("GET", "/api/dashboard/mesh"): view(

@@ -3,17 +3,17 @@
 
 import { STATUS_COLORS, esc, num, pill, statusClass } from "./draw.js";
 
-export const route = "api/dashboard/topology";
+export const route = "api/dashboard/topology?flows=1";
 
 const NODE_W = 176, NODE_H = 46, GAP_X = 14, GAP_Y = 64, MAX_RANKS = 12;
-const state = { tab: "graph", showSystem: false, last: null, el: null };
+const state = { tab: "graph", mode: "actors", showSystem: false, last: null, el: null };
 
 // The forest of meshes and actors the graph draws (system ones only with showSystem).
 export function buildTree(data, showSystem) {
   const meshes = new Map(data.meshes.map((m) => [m.id, { ...m, kind: "mesh", children: [], actors: [] }]));
   for (const a of data.actors) {
     const mesh = meshes.get(a.mesh_id);
-    if (mesh && (showSystem || !a.system)) mesh.actors.push({ ...a, kind: "actor", children: [] });
+    if (mesh && (showSystem || !a.system || mesh.client)) mesh.actors.push({ ...a, kind: "actor", children: [] });
   }
   const roots = [];
   for (const m of meshes.values()) {
@@ -22,7 +22,8 @@ export function buildTree(data, showSystem) {
   }
   // A mesh that exists only for the runtime: a system mesh, or a host or proc mesh whose
   // children all are (the client's own host, the telemetry collectors' procs).
-  const systemOnly = (m) => m.system || ((m.class === "Host" || m.class === "Proc") &&
+  // The client (the controller) stays: it is where the job's calls come from.
+  const systemOnly = (m) => (m.system && !m.client) || ((m.class === "Host" || m.class === "Proc") &&
     m.children.length > 0 && m.children.every(systemOnly));
   const visit = (m) => {
     if (!showSystem && systemOnly(m)) return null;
@@ -36,6 +37,7 @@ export function buildTree(data, showSystem) {
 
 function graphChildren(node) {
   if (node.kind !== "mesh") return [];
+  if (state.mode === "meshes") return node.children;
   let ranks = [...node.actors].sort((a, b) =>
     (b.status === "Failed") - (a.status === "Failed") || a.rank - b.rank);
   const more = ranks.length - MAX_RANKS;
@@ -80,7 +82,11 @@ function nodeSvg(n) {
     const what = n.class === "Host" ? "host mesh" : n.class === "Proc" ? "proc mesh" : n.class.replace(/^Python<(.*)>$/, "$1");
     const shape = Object.entries(n.shape || {}).map(([k, v]) => `${k}=${v}`).join(" ");
     kind = shape ? `${what} · ${shape}` : what;
-    label = n.given_name;
+    label = n.client ? `${n.given_name} (controller)` : n.given_name;
+    if (state.mode === "meshes" && n.actors.length) {
+      const failed = n.actors.filter((a) => a.status === "Failed").length;
+      kind = `${what} · ${n.actors.length} actor${n.actors.length === 1 ? "" : "s"}${failed ? ` · ${failed} failed` : ""}`;
+    }
     href = `#/explorer/mesh/${n.id}`;
     color = n.failedBelow ? STATUS_COLORS.failed : n.class === "Host" ? "#7c8cff" : n.class === "Proc" ? "#22b8cf" : "#b197fc";
   } else {
@@ -91,9 +97,38 @@ function nodeSvg(n) {
     <title>${esc(n.full_name ?? label)}${n.reason ? `\n${esc(n.reason)}` : ""}</title>
     <rect width="${NODE_W}" height="${NODE_H}" rx="7" stroke="${color}"/>
     <rect width="5" height="${NODE_H}" rx="2" fill="${color}" stroke="none"/>
-    <text x="12" y="17" class="node-kind">${esc(kind.length > 30 ? kind.slice(0, 29) + "…" : kind)}</text>
+    <text x="12" y="17" class="node-kind">${esc(kind.length > 28 ? kind.slice(0, 27) + "…" : kind)}</text>
     <text x="12" y="35" class="node-label">${esc(label.length > 22 ? label.slice(0, 21) + "…" : label)}</text>
   </g></a>`;
+}
+
+// Message counts between actors, rolled up to the nodes drawn (an actor not drawn counts for
+// its mesh, or the nearest mesh above it that is drawn); pairs inside one node are dropped.
+function messageEdges(data, placed) {
+  const byKey = new Map(placed.filter((n) => n.kind !== "more").map((n) => [`${n.kind}:${n.id}`, n]));
+  const meshes = new Map(data.meshes.map((m) => [m.id, m]));
+  const actors = new Map(data.actors.map((a) => [a.id, a]));
+  const nodeOf = (actorId) => {
+    const a = actors.get(actorId);
+    if (!a) return null;
+    let n = byKey.get(`actor:${a.id}`);
+    let mesh = meshes.get(a.mesh_id);
+    for (let hops = 0; !n && mesh && hops < 16; hops++) {
+      n = byKey.get(`mesh:${mesh.id}`);
+      mesh = meshes.get(mesh.parent_mesh_id);
+    }
+    return n || null;
+  };
+  const sums = new Map();
+  for (const f of data.flows || []) {
+    const a = nodeOf(f.from_actor_id), b = nodeOf(f.to_actor_id);
+    if (!a || !b || a === b) continue;
+    const key = `${a.kind}:${a.id}>${b.kind}:${b.id}`;
+    const e = sums.get(key) || { a, b, n: 0 };
+    e.n += f.n;
+    sums.set(key, e);
+  }
+  return [...sums.values()];
 }
 
 function graph(data) {
@@ -101,6 +136,13 @@ function graph(data) {
   if (!roots.length) return `<p class="muted">No meshes yet.</p>`;
   const { placed, edges, width, depth } = layout(roots);
   const pad = 12, h = depth + NODE_H + pad * 2;
+  const flows = messageEdges(data, placed).map(({ a, b, n }) => {
+    // From the top of one node to the top of the other, arching above both.
+    const x1 = a.x + NODE_W / 2 + 12, y1 = a.y, x2 = b.x + NODE_W / 2 - 12, y2 = b.y;
+    const bend = Math.max(24, Math.abs(x2 - x1) / 6);
+    const w = Math.min(4, 1 + Math.log10(n));
+    return `<path d="M${x1},${y1} Q${(x1 + x2) / 2},${Math.min(y1, y2) - bend} ${x2},${y2}" class="flow" stroke-width="${w.toFixed(1)}"><title>${n} message${n === 1 ? "" : "s"}</title></path>`;
+  }).join("");
   const paths = edges.map(([a, b]) => {
     const x1 = a.x + NODE_W / 2, y1 = a.y + NODE_H, x2 = b.x + NODE_W / 2, y2 = b.y, my = (y1 + y2) / 2;
     const bad = b.kind === "actor" ? b.status === "Failed" : b.failedBelow > 0;
@@ -108,8 +150,9 @@ function graph(data) {
   }).join("");
   return `<div class="graph-scroll"><svg id="topology-graph" width="${width + pad * 2}" height="${h}"
       viewBox="${-pad} ${-pad} ${width + pad * 2} ${h}" role="img" aria-label="job topology">
-    ${paths}${placed.map(nodeSvg).join("")}</svg></div>
-    <p class="legend-line">${Object.entries(STATUS_COLORS).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`).join("")}</p>`;
+    ${paths}${flows}${placed.map(nodeSvg).join("")}</svg></div>
+    <p class="legend-line">${Object.entries(STATUS_COLORS).map(([k, c]) => `<span><i style="background:${c}"></i>${k}</span>`).join("")}
+      <span><i class="solid"></i>hierarchy</span><span><i class="dashed"></i>messages</span></p>`;
 }
 
 function actorsTable(data) {
@@ -145,14 +188,16 @@ function meshesTable(data) {
 function draw() {
   const { el, last } = state;
   if (!el || !last) return;
-  const tabs = [["graph", "Graph"], ["actors", "Actors"], ["meshes", "Meshes"]];
+  const tabs = [["graph", "Graph"], ["actors", "Actor table"], ["meshes", "Mesh table"]];
   const body = state.tab === "actors" ? actorsTable(last) : state.tab === "meshes" ? meshesTable(last) : graph(last);
   el.innerHTML = `<div class="toolbar">
       ${tabs.map(([t, label]) => `<button type="button" class="tab${state.tab === t ? " active" : ""}" data-tab="${t}">${label}</button>`).join("")}
+      ${state.tab === "graph" ? `<span class="sep"></span>${[["actors", "Actors view"], ["meshes", "Meshes view"]].map(([m, label]) => `<button type="button" class="mode${state.mode === m ? " active" : ""}" data-mode="${m}">${label}</button>`).join("")}` : ""}
       <label class="toggle"><input type="checkbox" id="show-system"${state.showSystem ? " checked" : ""}> show system actors</label>
       <span class="muted">${num(last.meshes.length)} meshes · ${num(last.actors.length)} actors</span>
     </div><div class="panel" id="topology-body">${body}</div>`;
   el.querySelectorAll("button.tab").forEach((b) => b.addEventListener("click", () => { state.tab = b.dataset.tab; draw(); }));
+  el.querySelectorAll("button.mode").forEach((b) => b.addEventListener("click", () => { state.mode = b.dataset.mode; draw(); }));
   el.querySelector("#show-system").addEventListener("change", (e) => { state.showSystem = e.target.checked; draw(); });
 }
 
