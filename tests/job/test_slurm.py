@@ -57,10 +57,8 @@ def test_sbatch_script_carries_the_contract_options() -> None:
 
 
 def test_slurm_job_bad_arguments_are_clear() -> None:
-    with pytest.raises(NotImplementedError, match="login node"):
-        SlurmJob({"a": 1}, out_of_cluster=True)
-    with pytest.raises(NotImplementedError, match="id of a running Slurm job"):
-        SlurmJob({"a": 1}, attach_to="tcp://gateway:22222")
+    with pytest.raises(ValueError, match=r"SlurmJob\(attach_to=...\): worker address"):
+        SlurmJob({"a": 1}, attach_to="udp://gateway:22222")
     with pytest.raises(TypeError, match="not a string"):
         SlurmJob({"a": 1}, slurm_args="--qos=x")
 
@@ -186,3 +184,51 @@ def test_add_mesh_bind_to_and_share_node() -> None:
     if importlib.util.find_spec("clusterscope") is None:
         with pytest.raises(RuntimeError, match="please install clusterscope"):
             job.share_node(tasks_per_node=2, gpus_per_task=4, partition="gpu")
+
+
+OUT_OF_CLUSTER_CLIENT = """\
+import os, socket, sys
+from monarch.actor import Actor, endpoint
+from monarch.job import SlurmJob
+from monarch._src.hosts.gateway import attached_to
+
+class Host(Actor):
+    @endpoint
+    def where(self):
+        return os.environ.get("SLURM_JOB_ID", "")
+
+port, logs, gateway = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+options = {"attach_to": gateway} if gateway != "-" else {"out_of_cluster": True}
+job = SlurmJob({"workers": 2}, python_exe=sys.executable, ntasks_per_node=2, exclusive=False,
+               log_dir=logs, monarch_port=port, job_start_timeout=60, **options)
+try:
+    state = job.state()  # the client's first monarch call: it bootstraps through a worker
+    print("attached", attached_to())
+    procs = state.workers.spawn_procs(per_host={"gpus": 1})
+    ids = sorted(procs.spawn("host", Host).where.call().get(timeout=60).values())
+    print("job", job.job_id, "ids", " ".join(ids))
+    procs.stop().get(timeout=60)
+finally:
+    job.kill()
+"""
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("named", [False, True], ids=["out_of_cluster", "attach_to"])
+def test_slurm_job_out_of_cluster_bootstraps_through_a_worker(slurm, tmp_path, named) -> None:
+    import subprocess
+
+    port = _two_free_ports()
+    node = socket.gethostbyname(slurm.node)
+    # out_of_cluster: the first worker; attach_to names one (here the node's second task)
+    expected = f"tcp://{node}:{port + 1}" if named else f"tcp://{node}:{port}"
+    out = subprocess.run(
+        [sys.executable, "-c", OUT_OF_CLUSTER_CLIENT, str(port), str(tmp_path / "logs"),
+         expected if named else "-"],
+        env=dict(slurm.env, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.abspath(__file__))))), cwd=str(tmp_path), capture_output=True,
+        text=True, timeout=140)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    assert f"attached {expected}" in out.stdout
+    job_id = out.stdout.split("job ", 1)[1].split()[0]
+    assert f"ids {job_id} {job_id}" in out.stdout

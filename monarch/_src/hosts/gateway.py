@@ -73,7 +73,8 @@ async def _hello(rt: Runtime, dial: str, timeout: float) -> None:
     """Open the connection to the worker and wait for its answer on it (loop)."""
     from monarch._src.hosts.remote_agent import probe_address  # (it imports this module)
 
-    await probe_address(dial)
+    # A worker may still be starting (a job's allocation that just began to run).
+    await probe_address(dial, within=duration_seconds("host_spawn_ready_timeout"))
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (dial,))
     rt.mailbox.post(dial, Control(CONTROL, "gateway_attach", (rt.address,), port))

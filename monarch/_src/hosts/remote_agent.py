@@ -561,11 +561,12 @@ async def _resolved(target: Any, timeout: float) -> str:
     return str(await loop.run_in_executor(None, lambda: get(timeout=timeout)))
 
 
-async def _probe(host: str, port: int) -> None:
+async def _probe(host: str, port: int, within: float | None = None) -> None:
     """Fail fast, naming the reason, when nothing listens at host:port: connection refused
-    for `host_heartbeat_timeout`, or no TCP answer at all within it."""
+    for `within` seconds (`host_heartbeat_timeout`), or no TCP answer at all within it."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + duration_seconds("host_heartbeat_timeout")
+    deadline = loop.time() + (duration_seconds("host_heartbeat_timeout") if within is None
+                              else within)
     ssl_context = probe_ssl_context()  # a TLS listener would log a bare TCP probe as an attack
     while True:
         left = deadline - loop.time()
@@ -582,22 +583,23 @@ async def _probe(host: str, port: int) -> None:
         return
 
 
-async def probe_address(address: str) -> None:
+async def probe_address(address: str, within: float | None = None) -> None:
     """Fail fast, naming the reason, when no worker listens at `address` (`tcp://h:p`,
-    `tls://h:p` or `unix:///path`)."""
+    `tls://h:p` or `unix:///path`) within `within` seconds (`host_heartbeat_timeout`)."""
     if address.startswith("unix://"):
-        await _probe_unix(address)
+        await _probe_unix(address, within)
         return
     _, host, port = parse_worker_address(address)
-    await _probe(host, port)
+    await _probe(host, port, within)
 
 
-async def _probe_unix(address: str) -> None:
+async def _probe_unix(address: str, within: float | None = None) -> None:
     """`_probe` for a worker on a unix-domain socket (`unix:///path`): its socket file appears
     within `host_heartbeat_timeout`. (A connection made only to probe would make the worker's
     listener log a failed handshake.)"""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + duration_seconds("host_heartbeat_timeout")
+    deadline = loop.time() + (duration_seconds("host_heartbeat_timeout") if within is None
+                              else within)
     path = address[len("unix://"):]
     while True:
         try:

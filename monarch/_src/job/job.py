@@ -19,6 +19,7 @@ import pickle
 import uuid
 from typing import Any
 
+from monarch._src.hosts.gateway import attach
 from monarch._src.job.mounts import (
     adopt_mounts,
     apply_mounts,
@@ -168,6 +169,24 @@ class JobTrait(abc.ABC):
         """The job as pickle bytes (live connections are not included)."""
         return pickle.dumps(self)
 
+    def _attach_client(self, attach_to: str | None) -> None:
+        """Bootstrap this process's client through the worker at `attach_to` (`attach`, for
+        jobs whose client runs outside the cluster: `SlurmJob(out_of_cluster=True)`), once per
+        job object; another address afterwards raises, since a client cannot detach."""
+        if attach_to is None:
+            return
+        attached = self.__dict__.get("_live_client_gateway")
+        if attached is not None:
+            if attached != attach_to:
+                raise RuntimeError(
+                    f"client is already attached through {attached}, not {attach_to}; "
+                    "detaching is not supported, so use a new process to attach through a "
+                    "different address"
+                )
+            return
+        attach(attach_to)
+        self.__dict__["_live_client_gateway"] = attach_to
+
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if not k.startswith("_live")}
 
@@ -297,7 +316,6 @@ _MONARCH_PATH_NAMES = {
     "ProcessState": "monarch._src.job.login",
     "exec_command": "monarch._src.job.exec",
     "BashActor": "monarch._src.job.exec",
-    "attach": "monarch._src.mesh.unsupported",  # monarch.actor.attach (no client gateways here)
 }
 
 

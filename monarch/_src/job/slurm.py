@@ -12,6 +12,12 @@ workers, runs the client inside the allocation with `MONARCH_BATCH_JOB=1` and en
 when it exits. The client's `job.state()` finds the job cached as a `BatchJob` and takes the
 job id from `$SLURM_JOB_ID`; its `kill()` does not `scancel` (the runner ends the allocation).
 
+Out of the cluster (`out_of_cluster=True`, or `attach_to="tcp://node:port"`, Monarch PR #4653):
+`state()` bootstraps the client through the first worker of the allocation (or the named one)
+with `attach(addr)` before attaching the hosts, so it must be the client's first monarch call.
+As `hosts/gateway.py` says, the workers' procs still dial the client's own address: it must be
+reachable from the compute nodes.
+
 Slurm's commands run through `subprocess.run` of this module (tests replace it).
 """
 
@@ -28,6 +34,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from monarch._src.hosts.addresses import parse_worker_address
 from monarch._src.hosts.remote import attach_to_workers
 from monarch._src.job._slurm_batch import in_batch_job, worker_bootstrap
 from monarch._src.job.blocking import shutdown_quietly
@@ -55,8 +62,10 @@ class SlurmJob(JobTrait):
 
     Each mesh gets `count` hosts; with `ntasks_per_node > 1` every node is that many hosts (one
     worker per task, consecutive ports), so `{"trainers": 2}` with `ntasks_per_node=2` fits one
-    node. `slurm_args` are extra `#SBATCH` options; `attach_to` reuses a running Slurm job (its
-    id) instead of submitting.
+    node. `slurm_args` are extra `#SBATCH` options. `out_of_cluster=True`: `state()` first
+    bootstraps the client through the first worker (`attach`, `hosts/gateway.py`);
+    `attach_to="tcp://node:port"` names that worker instead. `attach_to` given a Slurm job id
+    reuses that running job instead of submitting.
     """
 
     def __init__(
@@ -83,12 +92,14 @@ class SlurmJob(JobTrait):
     ) -> None:
         super().__init__()
         self._meshes = check_meshes("SlurmJob", meshes)
-        if out_of_cluster or (isinstance(attach_to, str) and "://" in attach_to):
-            raise NotImplementedError(
-                "SlurmJob cannot attach through a gateway worker (out_of_cluster=True or "
-                f"attach_to={attach_to!r}): the client must run where it can reach the compute "
-                "nodes (a login node). attach_to takes the id of a running Slurm job."
-            )
+        # attach_to: Monarch's gateway address ("tcp://node:port", a worker the client can
+        # reach), or here also the id of a running Slurm job to reuse instead of submitting.
+        gateway = attach_to if isinstance(attach_to, str) and "://" in attach_to else None
+        if gateway is not None:
+            parse_worker_address(gateway, what="SlurmJob(attach_to=...)")
+            attach_to = None
+        self._out_of_cluster = bool(out_of_cluster)
+        self._gateway = gateway  # the worker address the client bootstraps through, if given
         if ntasks_per_node < 1:
             raise ValueError(f"SlurmJob ntasks_per_node must be >= 1, got {ntasks_per_node}.")
         if isinstance(slurm_args, str):
@@ -116,6 +127,10 @@ class SlurmJob(JobTrait):
         self._slurm_job_id: str | None = str(attach_to) if attach_to is not None else None
         self._attached = attach_to is not None
         self._init_live()
+
+    # Class defaults: a job pickled before these existed reads them.
+    _out_of_cluster = False  # the client bootstraps through the first worker (attach)
+    _gateway: str | None = None  # attach_to's worker address, through which it bootstraps
 
     def _init_live(self) -> None:
         self._live_hosts: dict[str, Any] = {}  # HostMeshes attached in this process
@@ -318,6 +333,8 @@ class SlurmJob(JobTrait):
             return False
         if spec.sbatch_script() != self.sbatch_script() or spec._meshes != self._meshes:
             return False
+        if (spec._out_of_cluster, spec._gateway) != (self._out_of_cluster, self._gateway):
+            return False
         try:
             return self._jobs_active()
         except RuntimeError:
@@ -411,6 +428,15 @@ class SlurmJob(JobTrait):
             nodes = self._wait_for_job_start(job_id)
             _use_tcp()
             addresses = self.worker_addresses([self._resolve(n) for n in nodes])
+            gateway = self._gateway or (addresses[0] if self._out_of_cluster else None)
+            try:
+                self._attach_client(gateway)
+            except RuntimeError as exc:
+                raise RuntimeError(
+                    f"SlurmJob(out_of_cluster=True or attach_to=...) bootstraps the client "
+                    f"through the worker at {gateway}, which must come before any other monarch "
+                    f"call of this process: call job.state() first. {exc}"
+                ) from exc
             start = 0
             for name, count in self._meshes.items():
                 workers = [_WorkerListening(a, self, job_id)
