@@ -157,6 +157,11 @@ def test_explorer_shows_a_failed_actor_its_history_and_messages(state: Any,
     expect(history.last).to_contain_text("dashboard test failure")
     expect(page.locator("#entity-detail tr.failed")).to_contain_text("fail")
     expect(page.locator("#entity-list a.entity.selected")).to_have_class(re.compile(r"\bfailed\b"))
+    crumbs = page.locator("#breadcrumb a").all_text_contents()
+    assert crumbs == ["hosts", "trainers", "doomed"]
+    expect(page.locator("#entity-list")).not_to_contain_text("telemetry")
+    page.locator("#explorer-system").check()
+    expect(page.locator("#entity-list")).to_contain_text("telemetry")
     page.screenshot(path=str(ARTIFACTS / "dashboard-explorer.png"), full_page=True)
 
     # Its mesh, one click away; then a live actor's py-spy dump.

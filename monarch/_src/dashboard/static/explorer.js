@@ -4,7 +4,7 @@
 import { getJSON, postJSON } from "./api.js";
 import { clock, esc, num, pill, reasonHtml, statusClass } from "./draw.js";
 
-const state = { kind: null, id: null, filter: "", dumpHtml: "", admin: false, topology: null };
+const state = { kind: null, id: null, filter: "", dumpHtml: "", admin: false, topology: null, showSystem: false };
 
 export function select(kind, id) {
   if (state.kind !== kind || state.id !== id) {
@@ -37,7 +37,12 @@ function entityList(topology) {
     actorsByMesh.get(a.mesh_id).push(a);
   }
   return topology.meshes.map((m) => {
-    const actors = actorsByMesh.get(m.id) || [];
+    const selectedHere = state.kind === "mesh" && state.id === m.id;
+    if (m.system && !m.client && !state.showSystem && !selectedHere) return "";
+    const actors = (actorsByMesh.get(m.id) || []).filter((a) => state.showSystem || !a.system ||
+      m.client || (state.kind === "actor" && state.id === a.id));
+    if (!actors.length && (m.class === "Host" || m.class === "Proc") && !state.showSystem && !selectedHere &&
+        !topology.meshes.some((c) => c.parent_mesh_id === m.id && (!c.system || c.client))) return "";
     const shown = actors.filter((a) => !f || `${m.given_name}[${a.rank}] ${a.full_name}`.toLowerCase().includes(f));
     if (f && !shown.length && !m.given_name.toLowerCase().includes(f)) return "";
     const failed = actors.some((a) => a.status === "Failed");
@@ -46,6 +51,16 @@ function entityList(topology) {
       <a href="#/explorer/mesh/${esc(m.id)}" class="entity${sel("mesh", m.id)}">${esc(m.given_name)} <small>${esc(m.class)}</small></a>
       <ul>${shown.map((a) => `<li><a href="#/explorer/actor/${esc(a.id)}" class="entity ${statusClass(a.status)}${sel("actor", a.id)}">[${esc(a.rank)}] ${esc(a.status)}</a></li>`).join("")}</ul></li>`;
   }).join("");
+}
+
+// host mesh > proc mesh > ... > the entity, each a link.
+function breadcrumb(meshId, last) {
+  const meshes = new Map((state.topology?.meshes || []).map((m) => [m.id, m]));
+  const chain = [];
+  for (let m = meshes.get(meshId); m && chain.length < 16; m = meshes.get(m.parent_mesh_id)) chain.unshift(m);
+  const links = chain.map((m) => `<a href="#/explorer/mesh/${esc(m.id)}">${esc(m.given_name)}</a>`);
+  if (last) links.push(`<span>${esc(last)}</span>`);
+  return `<nav class="crumbs" id="breadcrumb">${links.join(" › ")}</nav>`;
 }
 
 function props(rows) {
@@ -66,7 +81,7 @@ function actorDetail(d) {
   const pyspy = state.admin
     ? `<button type="button" id="pyspy-button">py-spy dump</button>`
     : `<span class="muted">py-spy needs the mesh admin API (job.enable_admin()).</span>`;
-  return `<h2 id="entity-title" class="${statusClass(a.status)}">Actor ${esc(a.mesh_name ?? "?")}[${esc(a.rank)}] ${pill(a.status)}</h2>
+  return `${breadcrumb(a.mesh_id, `[${a.rank}]`)}<h2 id="entity-title" class="${statusClass(a.status)}">Actor ${esc(a.mesh_name ?? "?")}[${esc(a.rank)}] ${pill(a.status)}</h2>
     ${a.status === "Failed" ? `<div class="failure-box failed"><b>Failed</b>${reasonHtml(a.reason)}</div>` : ""}
     ${props([["id", esc(a.id)], ["full name", esc(a.full_name)], ["display name", esc(a.display_name ?? "–")],
       ["mesh", `<a href="#/explorer/mesh/${esc(a.mesh_id)}">${esc(a.mesh_name ?? a.mesh_id)}</a> (${esc(a.mesh_class ?? "?")})`],
@@ -82,7 +97,7 @@ function meshDetail(d) {
   const m = d.mesh;
   const failed = d.actors.filter((a) => a.status === "Failed").length;
   const chain = d.parents.map((p) => `<a href="#/explorer/mesh/${esc(p.id)}">${esc(p.given_name)}</a> <small>${esc(p.class)}</small>`).join(" ← ");
-  return `<h2 id="entity-title" class="${failed ? "failed" : ""}">Mesh ${esc(m.given_name)} <small>${esc(m.class)}</small></h2>
+  return `${breadcrumb(m.id, null)}<h2 id="entity-title" class="${failed ? "failed" : ""}">Mesh ${esc(m.given_name)} <small>${esc(m.class)}</small></h2>
     ${props([["id", esc(m.id)], ["full name", esc(m.full_name)],
       ["shape", esc(Object.entries(m.shape || {}).map(([k, v]) => `${k}=${v}`).join(" ") || "–")],
       ["parents", chain || "–"], ["created", esc(clock(m.timestamp_us))], ["casts to it", num(d.casts)],
@@ -105,11 +120,15 @@ export function render(el, data) {
   let list = el.querySelector("#entity-list");
   if (!list) {
     el.innerHTML = `<div class="explorer"><aside class="panel"><input id="entity-filter" type="search" placeholder="filter actors and meshes">
+      <label class="toggle"><input type="checkbox" id="explorer-system"> show system actors</label>
       <ul id="entity-list" class="entity-list"></ul></aside><article class="panel" id="entity-detail"></article></div>`;
     list = el.querySelector("#entity-list");
     const input = el.querySelector("#entity-filter");
     input.value = state.filter;
     input.addEventListener("input", () => { state.filter = input.value; list.innerHTML = entityList(state.topology); });
+    const system = el.querySelector("#explorer-system");
+    system.checked = state.showSystem;
+    system.addEventListener("change", () => { state.showSystem = system.checked; list.innerHTML = entityList(state.topology); });
   }
   state.topology = data.topology;
   list.innerHTML = entityList(data.topology);
