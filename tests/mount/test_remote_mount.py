@@ -151,7 +151,9 @@ def test_controller_sigkill_fails_reads_with_eio_and_unmounts(tmp_path):
             start = time.monotonic()
             with pytest.raises(OSError) as info:
                 os.pread(fd, 4096, 0)
-            assert info.value.errno in (errno.EIO, errno.ENOTCONN)
+            # EIO from the mount; ENOTCONN/ECONNABORTED from the kernel when the host agent
+            # killed the mount's proc first (its owner is gone): an error either way, no hang.
+            assert info.value.errno in (errno.EIO, errno.ENOTCONN, errno.ECONNABORTED)
             assert time.monotonic() - start < 35  # bounded: the fetch timeout at most
         finally:
             os.close(fd)
@@ -165,3 +167,20 @@ def test_controller_sigkill_fails_reads_with_eio_and_unmounts(tmp_path):
                 pipe.close()
         if job_file.exists():
             job_load(str(job_file)).kill()
+
+
+def test_two_hosts_of_one_machine_share_one_mount_and_its_python_exe(tmp_path):
+    src, mnt = tmp_path / "src", tmp_path / "mnt"
+    src.mkdir()
+    (src / "f.txt").write_text("both")
+    _tiny_venv(str(src / ".venv"))
+    job = ProcessJob({"hosts": 2})
+    job.remote_mount(str(src), mntpoint=str(mnt), cache_dir=str(tmp_path / "cache"))
+    try:
+        state = job.state(cached_path=None)
+        readers = state.hosts.spawn_procs().spawn("reader", Reader)
+        seen = readers.look.call(str(mnt / "f.txt")).get()
+        assert [v for _, v in seen.items()] == [(str(mnt / ".venv"), "both")] * 2
+    finally:
+        job.kill()
+    assert not is_mounted(str(mnt))

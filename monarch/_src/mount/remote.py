@@ -16,11 +16,13 @@ source, and the per-host cache makes a remount incremental.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import secrets
 import signal
 import socket
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -31,7 +33,14 @@ from monarch._src.mesh.actor import Actor, endpoint
 from monarch._src.mesh.context import context
 from monarch._src.mount import reaper
 from monarch._src.mount.cache import CHUNK_SIZE, ChunkCache, chunk_key, default_cache_dir
-from monarch._src.mount.fs import ATTR_TTL_S, FuseSession, TreeFS, eio, require_fuse
+from monarch._src.mount.fs import (
+    ATTR_TTL_S,
+    FuseSession,
+    TreeFS,
+    eio,
+    is_mounted,
+    require_fuse,
+)
 from monarch._src.mount.layout import (
     BIG_FILE_THRESHOLD,
     Index,
@@ -175,6 +184,7 @@ class RemoteMountWorker(Actor):
         self._backend: SourceBackend | None = None
         self._reaper: Any = None  # the watchdog process of the current mount
         self._mountpoint: str | None = None
+        self._claim: _Claim | None = None  # held while this proc serves the machine's mount
 
     @endpoint
     def mount(self, mntpoint: str, index: Index, host: str, port: int, token: str,
@@ -185,7 +195,23 @@ class RemoteMountWorker(Actor):
             raise RuntimeError(f"This host already serves a remote mount at "
                                f"{self._mountpoint!r}; close it first.")
         path = os.path.abspath(resolve_subdir(mntpoint))
-        prepare_mount_point(path)
+        claim = _Claim(path, token)
+        if not claim.take():
+            # Another host of this mount on the same machine serves this path already.
+            self._claim, self._mountpoint = None, path
+            return path
+        self._claim = claim
+        try:
+            prepare_mount_point(path)
+            self._mount(path, index, host, port, token, source_id, cache_dir, fetch_timeout)
+        except BaseException:
+            claim.release()
+            self._claim = None
+            raise
+        return path
+
+    def _mount(self, path: str, index: Index, host: str, port: int, token: str,
+               source_id: str, cache_dir: str | None, fetch_timeout: float) -> None:
         client = FileClient(host, port, token, fetch_timeout)
         backend = SourceBackend(client, ChunkCache(cache_dir or default_cache_dir()), source_id)
         fs = TreeFS(index, backend)
@@ -195,7 +221,6 @@ class RemoteMountWorker(Actor):
         self._fs, self._backend, self._mountpoint = fs, backend, path
         self._reaper = reaper.start(path)
         client.watch(self._source_gone, SILENCE_S)
-        return path
 
     def _loop_ended(self, requested: bool) -> None:
         """The FUSE loop ended. Unasked (a signal, an outside unmount): this proc has no
@@ -214,6 +239,8 @@ class RemoteMountWorker(Actor):
         logger.warning("remote mount %s: its source is gone; unmounting.", self._mountpoint)
         session.unmount(lazy_if_busy=True, timeout=0)
         self._release_reaper()
+        if self._claim is not None:
+            self._claim.release()
 
     def _release_reaper(self) -> None:
         proc, self._reaper = self._reaper, None
@@ -236,16 +263,19 @@ class RemoteMountWorker(Actor):
     @endpoint
     def unmount(self) -> tuple[str, str]:
         """Unmount: ("ok" | "not_mounted" | "busy" | "error", detail); a busy mount is
-        detached lazily."""
+        detached lazily. A host sharing its machine's mount leaves it to the one serving it."""
         session = self._session
         if session is None:
-            return "not_mounted", ""
+            return ("ok" if self._mountpoint is not None else "not_mounted"), ""
         status, detail = session.unmount(lazy_if_busy=True)
         if status in ("ok", "not_mounted"):
             if self._backend is not None:
                 self._backend.client.close()
             self._release_reaper()
             self._session = None
+            if self._claim is not None:
+                self._claim.release()
+                self._claim = None
         return status, detail
 
     @endpoint
@@ -256,6 +286,55 @@ class RemoteMountWorker(Actor):
             return {"fetched_bytes": 0, "fetches": 0, "hit_chunks": 0}
         return {"fetched_bytes": b.fetched_bytes, "fetches": b.fetches,
                 "hit_chunks": b.hit_chunks}
+
+
+class _Claim:
+    """Which proc of a machine serves the mount at a path: several hosts of one mesh can share
+    a machine (a ProcessJob's), and one FUSE mount per path serves them all. The claim is a
+    file naming the mount's token, created exclusively; a claim left by a mount that is gone
+    (nothing mounted at the path) is taken over."""
+
+    DIR = os.path.join(tempfile.gettempdir(), "monarch-mount-claims")
+
+    def __init__(self, path: str, token: str) -> None:
+        self.path = path
+        self.token = token
+        digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
+        self.file = os.path.join(self.DIR, digest)
+
+    def take(self) -> bool:
+        """True: this proc mounts. False: a sibling of the same mount serves the path."""
+        os.makedirs(self.DIR, exist_ok=True)
+        for _ in range(2):
+            try:
+                fd = os.open(self.file, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+            except FileExistsError:
+                try:
+                    with open(self.file) as f:
+                        holder = f.read().strip()
+                except FileNotFoundError:
+                    continue  # released meanwhile: try again
+                if holder == self.token:
+                    return False
+                if is_mounted(self.path):
+                    raise RuntimeError(f"{self.path!r} is already the mount point of another "
+                                       f"remote mount on this machine; close it or choose "
+                                       f"another mntpoint.") from None
+                os.unlink(self.file)  # its mount is gone
+                continue
+            with os.fdopen(fd, "w") as f:
+                f.write(self.token)
+            return True
+        raise RuntimeError(f"Could not claim the mount point {self.path!r}; retry.")
+
+    def release(self) -> None:
+        try:
+            with open(self.file) as f:
+                mine = f.read().strip() == self.token
+            if mine:
+                os.unlink(self.file)
+        except FileNotFoundError:
+            pass  # released already
 
 
 def _shipped(index: Index) -> Index:
