@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 
@@ -23,9 +26,20 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 
-def _torchrun(hosts: int) -> dict[str, object]:
-    """Run store_rendezvous_script.py under torchrun with 2 ranks; rank 0's RESULT line."""
-    env = dict(os.environ, PYTHONPATH=REPO, MONARCH_PRESTART="0")
+@pytest.fixture
+def short_tmp() -> Iterator[str]:
+    """A folder with a short path (a socket path holds 107 bytes), removed afterwards."""
+    path = tempfile.mkdtemp(prefix="mhs", dir="/tmp")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def _torchrun(hosts: int, tmp: str) -> dict[str, object]:
+    """Run store_rendezvous_script.py under torchrun with 2 ranks; rank 0's RESULT line. The
+    workers' socket folders go under `tmp` (TMPDIR), which the test removes."""
+    env = dict(os.environ, PYTHONPATH=REPO, MONARCH_PRESTART="0", TMPDIR=tmp)
     out = subprocess.run(
         [TORCHRUN, "--nproc_per_node=2", "--master_addr=127.0.0.1",
          f"--master_port={free_port('127.0.0.1')}",
@@ -39,9 +53,9 @@ def _torchrun(hosts: int) -> dict[str, object]:
     return result
 
 
-def test_each_local_rank_zero_starts_a_host_and_rank_zero_gets_the_mesh() -> None:
+def test_each_local_rank_zero_starts_a_host_and_rank_zero_gets_the_mesh(short_tmp: str) -> None:
     # Each rank a host of its own (LOCAL_WORLD_SIZE 1): two workers, one per rank.
-    result = _torchrun(hosts=2)
+    result = _torchrun(2, short_tmp)
     assert result["extent"] == {"hosts": 2}
     procs = result["procs"]
     assert isinstance(procs, list) and len(procs) == 4
@@ -50,15 +64,15 @@ def test_each_local_rank_zero_starts_a_host_and_rank_zero_gets_the_mesh() -> Non
     assert len({p["ppid"] for p in procs}) == 2  # two hosts, each its own fork server
 
 
-def test_ranks_of_one_machine_share_one_host() -> None:
-    result = _torchrun(hosts=1)
+def test_ranks_of_one_machine_share_one_host(short_tmp: str) -> None:
+    result = _torchrun(1, short_tmp)
     assert result["extent"] == {"hosts": 1}
     procs = result["procs"]
     assert isinstance(procs, list) and len(procs) == 2
     assert {p["rank_env"] for p in procs} == {"0"}  # only local rank 0 started a worker
 
 
-def test_the_worker_ends_with_the_rank_that_started_it() -> None:
+def test_the_worker_ends_with_the_rank_that_started_it(short_tmp: str) -> None:
     program = textwrap.dedent("""
         import os, time
         from monarch._src.spmd.host_mesh import _spawn_worker_process
@@ -67,7 +81,8 @@ def test_the_worker_ends_with_the_rank_that_started_it() -> None:
         time.sleep(600)
     """)
     rank = subprocess.Popen([sys.executable, "-c", program], stdout=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=REPO), cwd=REPO)
+                            env=dict(os.environ, PYTHONPATH=REPO, TMPDIR=short_tmp),
+                            cwd=REPO)
     try:
         assert rank.stdout is not None
         pid_text, addr = rank.stdout.readline().split()
