@@ -1,8 +1,10 @@
 """`ProcessJob`: each host is a local worker process; the multi-"host" job of one machine.
 
-Each worker runs `run_worker_loop_forever` on its own `tcp://127.0.0.1:<port>` address (our
-transport is Dask's comm layer, which has tcp and tls but no ipc sockets, so the contract's
-`ipc://<tmpdir>/<mesh>_<i>` paths become loopback ports). Workers are started in their own
+Each worker runs `run_worker_loop_forever` on its own `tcp://127.0.0.1:<port>` address where
+Monarch's listens on `ipc://<tmpdir>/<mesh>_<i>`. Both are worker addresses here; loopback TCP
+is kept because its procs then listen on TCP too, whatever the client's transport, as every
+other job's do (a subclass may start its workers on `ipc://` paths, as Monarch's tests'
+`DuplexProcessJob` does, and attach works the same). Workers are started in their own
 sessions so they outlive the process that applied the job (`monarch apply`, then `monarch exec`
 from another shell); the pickled job keeps their pids and addresses (`_host_to_pid`, keyed
 `<mesh>_<i>` as on Monarch, so a subclass's `_create` may start the workers its own way), and
