@@ -2,10 +2,14 @@
 
     python cookbook/torchtitan/spmd_train.py --mesh 2x1 --steps 10 [torchtitan args...]
     python cookbook/torchtitan/spmd_train.py --mesh 2x2 --steps 10 [torchtitan args...]
+    python cookbook/torchtitan/spmd_train.py --mesh 2x2 --remote-mount /tmp/titan-mount ...
 
 `2x1` is one host (`this_host()`) with 2 procs; `2x2` is a `ProcessJob` of 2 local hosts with 2
 procs each. An `SPMDActor` on every proc runs `cpu_launch.py` in-process with torchrun's
-variables, so torchtitan sees an ordinary 2- or 4-rank gloo job.
+variables, so torchtitan sees an ordinary 2- or 4-rank gloo job. With `--remote-mount DIR`,
+the 2x2 job ships the code and the venv to its hosts through `job.remote_mount` (FUSE, fetched
+on demand and cached per host) instead of relying on a shared disk: the procs run the mounted
+interpreter and the launcher from the mounted cookbook.
 
 How each rank's loss reaches the controller: a `TitanReporter` actor is spawned on every
 training proc before training starts. It registers a listener with that proc's
@@ -80,16 +84,17 @@ class TitanReporter(Actor):
         step_reports.remove_listener(self._send)
 
 
-def train(procs: ProcMesh, titan_args: Sequence[str], collector: Any) -> None:
-    """Run `cpu_launch.py titan_args` on every proc of `procs` (blocking) and feed
-    `collector` each rank's step records. A rank that fails raises at the caller."""
+def train(procs: ProcMesh, titan_args: Sequence[str], collector: Any,
+          launcher: str = LAUNCHER) -> None:
+    """Run `launcher titan_args` (`cpu_launch.py`) on every proc of `procs` (blocking) and
+    feed `collector` each rank's step records. A rank that fails raises at the caller."""
     reporters = procs.spawn("titan_reporter", TitanReporter, collector)
     reporters.ready.call().get()
     spmd = procs.spawn("_SPMDActor", SPMDActor)
     first = spmd.slice(**{label: 0 for label in procs.sizes})
     addr, port = first.get_host_port.call_one(None).get()
     try:
-        spmd.main.call(addr, port, [LAUNCHER, *titan_args]).get()
+        spmd.main.call(addr, port, [launcher, *titan_args]).get()
     except BaseException:
         # A dead rank cannot detach; the training error is the one to raise.
         with contextlib.suppress(Exception):
@@ -98,17 +103,42 @@ def train(procs: ProcMesh, titan_args: Sequence[str], collector: Any) -> None:
     reporters.detach.call().get()
 
 
-def make_procs(mesh: str) -> tuple[ProcMesh, Any]:
+def prefer_own_venv() -> None:
+    """Proc bootstrap: the packages of the interpreter's own venv (the mounted one) come first.
+    A proc starts with its controller's `sys.path`, whose venv would otherwise shadow it where
+    both exist (hosts on the controller's machine)."""
+    import site
+
+    own = [p for p in site.getsitepackages([sys.prefix]) if os.path.isdir(p)]
+    sys.path[:0] = [p for p in own if p not in sys.path[:len(own)]]
+
+
+def make_procs(mesh: str, mount_root: str | None = None) -> tuple[ProcMesh, Any, str]:
     """`2x1`: 2 procs on this host. `2x2`: a 2-host `ProcessJob`, 2 procs on each.
-    Returns the procs and the job to kill afterwards (None for this host)."""
+
+    With `mount_root` (2x2 only), the hosts get this cookbook and the controller's venv through
+    `job.remote_mount` (as Monarch's torchtitan example ships its code and venv): the venv at
+    `mount_root/venv`, whose interpreter the procs run, and the code at
+    `mount_root/cookbook`, from which the launcher is run. Returns the procs, the job to kill
+    afterwards (None for this host) and the launcher's path on the hosts."""
     if mesh == "2x1":
-        return this_host().spawn_procs(per_host={"gpus": 2}), None
+        if mount_root is not None:
+            raise ValueError("--remote-mount needs --mesh 2x2 (a job to declare mounts on).")
+        return this_host().spawn_procs(per_host={"gpus": 2}), None, LAUNCHER
     if mesh == "2x2":
         from monarch.job import ProcessJob
 
         job = ProcessJob({"hosts": 2})
+        launcher = LAUNCHER
+        if mount_root is not None:
+            cookbook = Path(LAUNCHER).parents[1]
+            job.remote_mount(str(cookbook), mntpoint=f"{mount_root}/cookbook", python_exe=None)
+            job.remote_mount(sys.prefix, mntpoint=f"{mount_root}/venv", python_exe="bin/python")
+            launcher = f"{mount_root}/cookbook/torchtitan/cpu_launch.py"
         state = job.state(cached_path=None)
-        return state.hosts.spawn_procs(per_host={"gpus": 2}), job
+        procs = state.hosts.spawn_procs(per_host={"gpus": 2},
+                                        bootstrap=prefer_own_venv if mount_root else None)
+        return procs, job, launcher
     raise ValueError(f"--mesh must be 2x1 or 2x2, not {mesh!r}")
 
 
@@ -118,14 +148,17 @@ def main(argv: Sequence[str] | None = None) -> list[step_reports.Record]:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--assets", help="assets directory (default: $MONARCH_TITAN_ASSETS "
                         "or ~/.cache/monarch/torchtitan-assets)")
+    parser.add_argument("--remote-mount", metavar="DIR", dest="mount_root",
+                        help="2x2: ship this cookbook and the venv to the hosts with "
+                        "job.remote_mount, mounted under DIR (e.g. /tmp/titan-mount)")
     args, titan_args = parser.parse_known_args(argv)
     if args.assets:
         # Procs inherit the controller's environment; the launcher reads it there.
         os.environ["MONARCH_TITAN_ASSETS"] = args.assets
-    procs, job = make_procs(args.mesh)
+    procs, job, launcher = make_procs(args.mesh, args.mount_root)
     collector = this_proc().spawn("loss_collector", LossCollector)
     try:
-        train(procs, ["--training.steps", str(args.steps), *titan_args], collector)
+        train(procs, ["--training.steps", str(args.steps), *titan_args], collector, launcher)
         records = collector.records.call_one().get()
     finally:
         procs.stop().get()

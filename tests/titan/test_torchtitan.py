@@ -137,3 +137,46 @@ def test_monarch_apply_and_exec_train_on_two_hosts_2x2(tmp_path: Path) -> None:
         assert all(math.isfinite(r["loss"]) for r in ranks.values())
         mean = sum(r["loss"] for r in ranks.values()) / 4
         assert mean == pytest.approx(ranks[0]["global_avg_loss"], rel=1e-4)
+
+
+def test_spmd_2x2_ships_code_and_venv_with_remote_mount(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """spmd_train's 2x2 job with `--remote-mount`: the cookbook and the venv reach the two
+    hosts through `job.remote_mount`; the procs run the mounted interpreter, import torch from
+    the mount, and train."""
+    from monarch._src.mount.fs import fuse_unavailable_reason
+
+    reason = fuse_unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"FUSE is unavailable here ({reason}); use sync_workspace instead")
+    from cookbook.torchtitan.spmd_train import LossCollector, make_procs, train
+    from monarch.actor import Actor, endpoint, this_proc
+
+    class Where(Actor):
+        @endpoint
+        def where(self) -> tuple[str, str]:
+            import sys
+
+            import torch
+
+            return sys.executable, torch.__file__
+
+    monkeypatch.setenv("MONARCH_TITAN_ASSETS", str(tmp_path / "assets"))
+    mount = str(tmp_path / "mnt")
+    procs, job, launcher = make_procs("2x2", mount)
+    try:
+        assert launcher == f"{mount}/cookbook/torchtitan/cpu_launch.py"
+        seen = procs.spawn("where", Where).where.call().get()
+        for exe, torch_file in (v for _, v in seen.items()):
+            assert exe.startswith(f"{mount}/venv/") and torch_file.startswith(f"{mount}/venv/")
+        collector = this_proc().spawn("loss_collector", LossCollector, True)
+        train(procs, ["--training.steps", "2", "--training.seq_len", "128",
+                      "--training.local_batch_size", "2", "--dump_folder",
+                      str(tmp_path / "run")], collector, launcher)
+        records = collector.records.call_one().get()
+    finally:
+        procs.stop().get()
+        job.kill()
+    assert sorted(_by_step(records)) == [1, 2]
+    assert all(math.isfinite(r["loss"]) for r in records)
