@@ -143,3 +143,32 @@ def test_remote_procs_run_the_command() -> None:
             hosts.shutdown().get(timeout=30)
     finally:
         workers.close()
+
+
+_DASK = r"""
+import json
+from distributed import LocalCluster
+from monarch.actor import Actor, default_bootstrap_cmd, endpoint, hosts_from_dask
+
+class Env(Actor):
+    @endpoint
+    def get(self):
+        import os
+        return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+with LocalCluster(n_workers=1, processes=True, threads_per_worker=1, dashboard_address=":0",
+                  worker_dashboard_address=":0") as cluster:
+    hosts = hosts_from_dask(cluster)
+    cmd = lambda p: default_bootstrap_cmd().with_env({"CUDA_VISIBLE_DEVICES": str(p["gpus"])})
+    mesh = hosts.spawn_procs(per_host={"gpus": 2}, bootstrap_command=cmd).spawn("env", Env)
+    got = sorted(mesh.get.call().get(timeout=60).values())
+    hosts.shutdown().get(timeout=30)
+print(json.dumps(got))
+"""
+
+
+def test_dask_worker_hosts_run_the_command() -> None:
+    out = subprocess.run([sys.executable, "-c", _DASK], env=worker_env(), cwd=REPO,
+                         capture_output=True, text=True, timeout=100)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == '["0", "1"]'
