@@ -1,8 +1,8 @@
 """torchmonarch's `monarch._src.gather_mount.gather_mount`: re-exports of
 `monarch._src.mount.gather` under the path code written for Monarch imports."""
 
-from monarch._src.mount.gather import NOTIFY_BATCH_S as _NOTIFY_BATCH_S
 from monarch._src.mount.gather import (
+    NOTIFY_BATCH_S as _NOTIFY_BATCH_S,
     GatherFS,
     GatherMount,
     GatherSource,
