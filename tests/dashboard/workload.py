@@ -62,7 +62,9 @@ def dashboard_job() -> Iterator[tuple[Any, Any]]:
 
 def get(url: str, method: str = "GET") -> tuple[int, str, bytes]:
     """(status, content type, body) of a request, HTTP errors included."""
-    request = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    request = urllib.request.Request(  # a POST as the page sends it (JSON, or it is refused)
+        url, method=method, data=b"{}" if method == "POST" else None,
+        headers={"Content-Type": "application/json"} if method == "POST" else {})
     try:
         with urllib.request.urlopen(request, timeout=60) as reply:
             return reply.status, reply.headers["Content-Type"], reply.read()

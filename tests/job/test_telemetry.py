@@ -377,3 +377,22 @@ def test_a_real_prometheus_scrapes_the_jobs_metrics(job: Any) -> None:
         deadline = time.monotonic() + 60
         handled = poll(query, 'sum(actor_messages_received_total{endpoint="ping"})', deadline)
         assert handled and float(handled[0]["value"][1]) >= 2 * CALLS
+
+
+def test_the_api_refuses_other_hosts_and_cross_site_posts(job: Any) -> None:
+    state, _ = job
+    url = f"{state.telemetry_url}/api/query"
+    body = json.dumps({"sql": "SELECT 1 AS one"}).encode()
+    forged = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/json", "Host": "evil.example:80"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(forged, timeout=10)
+    info.value.close()
+    assert info.value.code == 421
+    form = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(form, timeout=10)
+    info.value.close()
+    assert info.value.code == 415
+    assert state.query_engine_client.query("SELECT 1 AS one")["rows"] == [{"one": 1}]

@@ -40,6 +40,7 @@ class QueryEngineClient:
                 return json.loads(response.read().decode())
         except urllib.error.HTTPError as err:
             detail = err.read().decode(errors="replace")
+            err.close()
             raise urllib.error.HTTPError(err.url, err.code, f"{err.reason}: {detail}",
                                          err.headers, None) from err
 

@@ -16,7 +16,10 @@ reads.
   collector folds the metric rows it receives; a Prometheus scrapes the job here);
 and the routes other features mount with `add_route(method, path, handler)` (the dashboard).
 The API only reads telemetry and adds py-spy dumps; it listens on loopback unless the user
-names another interface.
+names another interface. Against pages open in the user's browser: a request whose `Host` is
+not this server's (a DNS-rebinding page) is refused (421), and a POST must be
+`Content-Type: application/json`, which a cross-site form cannot send without a CORS preflight
+that this server never grants (415).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import base64
 import json
 import logging
 import re
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -128,6 +132,11 @@ class TelemetryServer:
                 "port with TelemetryConfig(dashboard_port=...) (0 = any free port)."
             ) from err
         self._http.daemon_threads = True
+        # The names a request's Host may carry: loopback's, and the interface bound (any,
+        # when bound to every interface: then the user chose who may connect).
+        wildcard = host in ("", "0.0.0.0", "::")
+        self._hosts: set[str] | None = None if wildcard else {
+            "localhost", "127.0.0.1", "::1", host, socket.gethostname()}
         self.url = f"http://{'localhost' if host in ('127.0.0.1', '::1') else host}:" \
                    f"{self._http.server_address[1]}"
         self._thread = threading.Thread(target=self._http.serve_forever,
@@ -136,21 +145,37 @@ class TelemetryServer:
 
     def add_route(self, method: str, path: str, handler: Handler) -> None:
         """Serve `method path` with `handler(request) -> (status, content type, body)`;
-        `request` has "path", "query" (the raw query string) and "body" (bytes)."""
+        `request` has "path", "query" (the raw query string), "headers" (the request's) and
+        "body" (bytes)."""
         self._routes[(method, path)] = handler
 
     def close(self) -> None:
         self._http.shutdown()
         self._http.server_close()
 
+    def _refusal(self, req: BaseHTTPRequestHandler, method: str) -> tuple[int, str, bytes] | None:
+        host = req.headers.get("Host")
+        if host is not None and self._hosts is not None:
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name.strip("[]") not in self._hosts:
+                logger.warning("telemetry http: refused a request for Host %r", host)
+                return _json(421, {"error": f"this server does not answer for host {host!r}"})
+        ctype = (req.headers.get("Content-Type") or "").split(";")[0].strip()
+        if method == "POST" and ctype != "application/json":
+            return _json(415, {"error": "POST needs Content-Type: application/json"})
+        return None
+
     def _dispatch(self, req: BaseHTTPRequestHandler, method: str) -> None:
         path, _, query = req.path.partition("?")
         handler = self._routes.get((method, path)) or self._routes.get((method, "*"))
-        if handler is None:
+        refused = self._refusal(req, method)
+        if refused is not None:
+            status, ctype, body = refused
+        elif handler is None:
             status, ctype, body = _json(404, {"error": f"no route {method} {path}"})
         else:
             length = int(req.headers.get("Content-Length") or 0)
-            request = {"path": path, "query": query,
+            request = {"path": path, "query": query, "headers": dict(req.headers.items()),
                        "body": req.rfile.read(length) if length else b""}
             try:
                 status, ctype, body = handler(request)
