@@ -396,3 +396,14 @@ def test_the_api_refuses_other_hosts_and_cross_site_posts(job: Any) -> None:
     info.value.close()
     assert info.value.code == 415
     assert state.query_engine_client.query("SELECT 1 AS one")["rows"] == [{"one": 1}]
+
+
+def test_the_admin_api_names_the_telemetry_and_answers_its_sql(job: Any) -> None:
+    state, _ = job
+    with urllib.request.urlopen(f"{state.admin_url}/v1/admin", timeout=30) as resp:
+        assert json.load(resp)["telemetry_url"] == state.telemetry_url
+    request = urllib.request.Request(
+        f"{state.admin_url}/v1/query", data=json.dumps({"sql": "SELECT 2 AS two"}).encode(),
+        method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as resp:
+        assert json.load(resp) == {"rows": [{"two": 2}]}

@@ -43,7 +43,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["serve_http", "set_query_handler"]
+__all__ = ["serve_http", "set_query_handler", "set_telemetry_url"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +51,12 @@ _SLOW_PROBE = 1.0  # seconds past which a health probe is "slow"
 QueryHandler = Callable[[dict[str, Any]], dict[str, Any]]
 _query_handler: QueryHandler | None = None
 telemetry_url: str | None = None  # the telemetry dashboard's URL, shown by /v1/admin
+
+
+def set_telemetry_url(url: str | None) -> None:
+    """The job's telemetry URL (dashboard and SQL API) that `/v1/admin` shows; None: none."""
+    global telemetry_url
+    telemetry_url = url
 
 
 def set_query_handler(handler: QueryHandler | None) -> None:

@@ -64,6 +64,9 @@ class TelemetryConfig:
                              f"got {interval!r}.")
 
 
+_LINKED: list[Telemetry] = []  # the running telemetries the admin API may serve, oldest first
+
+
 class Telemetry:
     """The live telemetry of one job in this (the client) process."""
 
@@ -124,6 +127,7 @@ class Telemetry:
             observe.host_mesh_named(host_mesh, name, addresses)
             root.start_worker_collector.call_one(host_mesh).get()
         self.server = TelemetryServer(QueryEngine(root), root, port=self.config.dashboard_port)
+        self._link_admin(True)
         if self.config.snapshot_interval_secs:
             from monarch._src.job.telemetry_snapshots import SnapshotTimer
 
@@ -151,11 +155,40 @@ class Telemetry:
         assert self.dashboard_url is not None
         return self.dashboard_url
 
+    def _link_admin(self, on: bool) -> None:
+        """The admin API's `/v1/admin` names this telemetry, and its `POST /v1/query` runs SQL
+        through it (as torchmonarch's admin does). The admin server is one per process: with
+        several jobs' telemetry here it serves the latest started still running."""
+        from monarch._src.admin import http as admin_http
+        from monarch._src.job.telemetry_query import json_rows
+
+        if self in _LINKED:
+            _LINKED.remove(self)
+        if on:
+            _LINKED.append(self)
+        if not _LINKED:
+            admin_http.set_query_handler(None)
+            admin_http.set_telemetry_url(None)
+            return
+        server = _LINKED[-1].server
+        engine = server.engine
+
+        def query(body: dict[str, Any]) -> dict[str, Any]:
+            sql = body.get("sql")
+            if not isinstance(sql, str):
+                raise ValueError('expected a JSON body {"sql": "SELECT ..."}')
+            return {"rows": json_rows(engine.query(sql))}
+
+        admin_http.set_query_handler(query)
+        admin_http.set_telemetry_url(server.url)
+
     def stop(self) -> None:
         """Stop the snapshots, the API server, the worker collectors and this process's sink."""
         if self.snapshots is not None:
             self.snapshots.stop()
             self.snapshots = None
+        if self.server is not None:
+            self._link_admin(False)
         if self.server is not None:
             self.server.close()
             self.server = None
