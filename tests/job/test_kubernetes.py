@@ -106,7 +106,7 @@ def test_kubernetes_job_creates_discovers_attaches_and_deletes(tmp_path, monkeyp
     workers = ProcessJob({"w": 2})
     workers.apply()
     try:
-        addrs = [a for _, a in workers._workers["w"]]
+        addrs = [workers._host_to_pid[f"w_{i}"][1] for i in range(2)]
         ports = [int(a.rsplit(":", 1)[1]) for a in addrs]
         api = RecordingApi({
             f"{MESH_LABEL}=trainers": [pod("t1", 1, "127.0.0.1"), pod("t0", 0, "127.0.0.1")],
