@@ -18,11 +18,11 @@ from typing import Any
 
 from monarch._src.mesh import hooks, observe
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable
-from monarch._src.mesh.native import NativeMesh, native_view
+from monarch._src.mesh.native import NativeMesh, native_view, sliced_view
 from monarch._src.mesh.ownership import owner_key, tree
 from monarch._src.mesh.proc_mesh import ProcMesh, ProcTable, mesh_id
 from monarch._src.runtime.future import Future
-from monarch._src.runtime.pytokio import PythonTask, Shared
+from monarch._src.runtime.pytokio import Shared
 from monarch._src.shape import MeshTrait, Point, Region, Shape, Slice
 from monarch._src.telemetry import record
 
@@ -100,19 +100,7 @@ class HostMesh(MeshTrait):
         hm._python = self._python
         # The slice's native view is the owner's, sliced: at once if the owner's has resolved,
         # else once it does (Monarch's pending path).
-        whole = self._hy_host_mesh
-        region = shape.region
-        try:
-            resolved = whole.poll()
-        except Exception:  # a failed view: the slice's fails the same way, when awaited
-            resolved = None
-        if resolved is not None:
-            hm._inner_host_mesh = Shared.from_value(resolved.sliced(region))
-        else:
-            async def slice_when_resolved() -> NativeMesh:
-                return (await whole).sliced(region)
-
-            hm._inner_host_mesh = PythonTask.from_coroutine(slice_when_resolved()).spawn()
+        hm._inner_host_mesh = sliced_view(self._hy_host_mesh, shape.region)
         return hm
 
     def spawn_procs(

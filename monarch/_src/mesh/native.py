@@ -13,10 +13,10 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
-from monarch._src.runtime.pytokio import Shared
+from monarch._src.runtime.pytokio import PythonTask, Shared
 from monarch._src.shape import MeshTrait, Region
 
-__all__ = ["NativeMesh", "native_view"]
+__all__ = ["NativeMesh", "native_view", "sliced_view"]
 
 
 class NativeMesh:
@@ -83,3 +83,20 @@ def native_view(mesh: Any, ready: concurrent.futures.Future[Any]) -> Shared[Nati
 
     ready.add_done_callback(settle)
     return Shared.from_concurrent(view)
+
+
+def sliced_view(whole: Shared[NativeMesh], region: Region) -> Shared[NativeMesh]:
+    """The view of a slice (`region`) of the mesh whose view is `whole`: sliced at once if
+    `whole` resolved, else once it does (Monarch's pending path); a failed `whole` fails the
+    slice's the same way, when awaited."""
+    try:
+        resolved = whole.poll()
+    except Exception:  # a failed view: the slice's fails the same way, when awaited
+        resolved = None
+    if resolved is not None:
+        return Shared.from_value(resolved.sliced(region))
+
+    async def slice_when_resolved() -> NativeMesh:
+        return (await whole).sliced(region)
+
+    return PythonTask.from_coroutine(slice_when_resolved()).spawn()

@@ -22,14 +22,14 @@ from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
-from monarch._src.mesh.native import NativeMesh, native_view
+from monarch._src.mesh.native import NativeMesh, native_view, sliced_view
 from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
 from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.progress import Progress
-from monarch._src.runtime.pytokio import PythonTask, Shared
+from monarch._src.runtime.pytokio import Shared
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
@@ -355,18 +355,7 @@ class ProcMesh(MeshTrait):
             # A view someone set (or read): the slice's is it, sliced, at once if it resolved,
             # else once it does (Monarch's pending path). Unset, the slice's default view is
             # the same thing, made on first use.
-            region = shape.region
-            try:
-                resolved = whole.poll()
-            except Exception:  # a failed view: the slice's fails the same way, when awaited
-                resolved = None
-            if resolved is not None:
-                pm._native = Shared.from_value(resolved.sliced(region))
-            else:
-                async def slice_when_resolved() -> NativeMesh:
-                    return (await whole).sliced(region)
-
-                pm._native = PythonTask.from_coroutine(slice_when_resolved()).spawn()
+            pm._native = sliced_view(whole, shape.region)
         return pm
 
     def _check_usable(self, mesh_name: str, endpoint: str, ranks: list[int]) -> None:
