@@ -40,11 +40,6 @@ from monarch.remotemount import remotemount
 class Importer(Actor):
     @endpoint
     def load(self, module: str) -> dict[str, Any]:
-        # A proc takes its controller's sys.path (the controller's own venv first); this venv's
-        # packages must win, as they would in a process this interpreter started itself.
-        import site
-
-        sys.path[:0] = [p for p in site.getsitepackages([sys.prefix]) if p not in sys.path[:1]]
         start = time.perf_counter()
         mod = __import__(module)
         return {"import_s": time.perf_counter() - start, "prefix": sys.prefix,

@@ -103,16 +103,6 @@ def train(procs: ProcMesh, titan_args: Sequence[str], collector: Any,
     reporters.detach.call().get()
 
 
-def prefer_own_venv() -> None:
-    """Proc bootstrap: the packages of the interpreter's own venv (the mounted one) come first.
-    A proc starts with its controller's `sys.path`, whose venv would otherwise shadow it where
-    both exist (hosts on the controller's machine)."""
-    import site
-
-    own = [p for p in site.getsitepackages([sys.prefix]) if os.path.isdir(p)]
-    sys.path[:0] = [p for p in own if p not in sys.path[:len(own)]]
-
-
 def make_procs(mesh: str, mount_root: str | None = None) -> tuple[ProcMesh, Any, str]:
     """`2x1`: 2 procs on this host. `2x2`: a 2-host `ProcessJob`, 2 procs on each.
 
@@ -136,8 +126,7 @@ def make_procs(mesh: str, mount_root: str | None = None) -> tuple[ProcMesh, Any,
             job.remote_mount(sys.prefix, mntpoint=f"{mount_root}/venv", python_exe="bin/python")
             launcher = f"{mount_root}/cookbook/torchtitan/cpu_launch.py"
         state = job.state(cached_path=None)
-        procs = state.hosts.spawn_procs(per_host={"gpus": 2},
-                                        bootstrap=prefer_own_venv if mount_root else None)
+        procs = state.hosts.spawn_procs(per_host={"gpus": 2})
         return procs, job, launcher
     raise ValueError(f"--mesh must be 2x1 or 2x2, not {mesh!r}")
 

@@ -160,3 +160,33 @@ def test_worker_loop_after_the_runtime_started_is_refused() -> None:
     out = subprocess.run([sys.executable, "-c", program], env=worker_env(), cwd=REPO,
                          capture_output=True, timeout=60)
     assert b"must be the first monarch call of its process" in out.stdout, out.stderr[-2000:]
+
+
+class Paths(Actor):
+    @endpoint
+    def paths(self) -> tuple[str, list[str]]:
+        return sys.prefix, list(sys.path)
+
+
+def test_procs_of_another_venv_import_their_own_packages_first(tmp_path: Any) -> None:
+    # A venv of its own whose site-packages also reaches this one's (for monarch and its
+    # dependencies): its procs must find their own packages first, not the client's paths.
+    import site
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
+                   timeout=120)
+    own_site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / \
+        "site-packages"
+    client_site = sysconfig.get_paths()["purelib"]
+    (own_site / "reach_client.pth").write_text(
+        f"import site; site.addsitedir({client_site!r})\n")
+    procs = this_host().with_python_executable(str(venv / "bin" / "python")).spawn_procs()
+    try:
+        prefix, paths = procs.spawn("paths", Paths).paths.call_one().get(timeout=60)
+    finally:
+        procs.stop().get(timeout=60)
+    assert prefix == str(venv)
+    assert paths.index(str(own_site)) < paths.index(client_site), paths
+    assert site.getsitepackages()  # this process is unchanged

@@ -17,6 +17,7 @@ import logging
 import os
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
@@ -34,6 +35,31 @@ from monarch._src.supervision.errors import ActorError, format_remote_traceback
 __all__ = ["run_proc"]
 
 
+def proc_sys_path(client_paths: list[str], client_prefixes: Iterable[str]) -> list[str]:
+    """The proc's `sys.path`: the client's (its script's folder, PYTHONPATH, ...). When the proc
+    runs another Python installation than the client (`with_python_executable`, a venv mounted
+    with `remote_mount`), the entries inside the client's installation (its venv's
+    site-packages, its standard library) go last, after this interpreter's own, so the proc
+    imports its own packages first and the client's only as a fallback (the interpreter was
+    started with the client's paths in PYTHONPATH, to find monarch)."""
+    own = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    roots = {os.path.realpath(p) for p in client_prefixes} - own  # a shared base stays put
+    if not roots or os.path.realpath(sys.prefix) in {os.path.realpath(p) for p in client_prefixes}:
+        return list(client_paths)
+    inside = tuple(root + os.sep for root in roots)
+
+    def clients(path: str) -> bool:
+        return (os.path.realpath(path or ".") + os.sep).startswith(inside)
+
+    ordered: list[str] = []
+    for path in ([p for p in client_paths if not clients(p)]
+                 + [p for p in sys.path if not clients(p)]
+                 + [p for p in client_paths if clients(p)] + list(sys.path)):
+        if path not in ordered:
+            ordered.append(path)
+    return ordered
+
+
 def run_proc(spec: dict[str, Any]) -> int:
     """Serve as the proc described by `spec`; returns the exit status."""
     os.environ.clear()
@@ -41,7 +67,7 @@ def run_proc(spec: dict[str, Any]) -> int:
     os.environ["MONARCH_PROC"] = "1"
     if spec.get("cpus"):  # spawn_procs(proc_bind=...), before any thread starts
         os.sched_setaffinity(0, spec["cpus"])
-    sys.path[:] = spec["sys_path"]
+    sys.path[:] = proc_sys_path(spec["sys_path"], spec.get("prefixes", ()))
     try:
         os.chdir(spec["cwd"])
     except OSError:

@@ -33,6 +33,8 @@ def proc_spec(rt: Runtime, bootstrap: Callable[[], Any] | None, python: str | No
         "controller": rt.address,
         "root": root_address(rt),
         "sys_path": list(sys.path),
+        # The client's installation: a proc of another Python leaves its paths out.
+        "prefixes": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}),
         "cwd": os.getcwd(),
         "config": runtime_snapshot(),
         "bootstrap": encode(bootstrap) if bootstrap is not None else None,

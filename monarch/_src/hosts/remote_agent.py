@@ -300,6 +300,7 @@ class RemoteHostAgent:
         spec: dict[str, Any] = {
             "root": root_address(self.rt),
             "sys_path": list(sys.path),
+            "prefixes": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}),
             "cwd": os.getcwd(),
             "config": runtime_snapshot(),
             "bootstrap": encode(bootstrap) if bootstrap is not None else None,
