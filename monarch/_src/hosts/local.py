@@ -416,8 +416,10 @@ launched_with: str | None = None
 def this_host() -> HostMesh:
     """The host mesh (no dimensions) of this machine; `spawn_procs` forks real OS processes (in
     a proc started with another interpreter, that interpreter runs them too)."""
+    # As on torchmonarch, this machine's own host mesh takes no workspace (sync_workspace is
+    # for the hosts a job allocated or attached): its procs already see this machine's files.
     hm = HostMesh.from_agent(local_agent(), Shape([], Slice(offset=0, sizes=[], strides=[])),
-                             True)
+                             True, workspace=False)
     return hm if launched_with is None else hm.with_python_executable(launched_with)
 
 

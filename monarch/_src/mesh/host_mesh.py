@@ -69,16 +69,19 @@ class HostMesh(MeshTrait):
     _inner_host_mesh: Shared[NativeMesh] | None
 
     @classmethod
-    def from_agent(cls, agent: HostAgent, shape: Shape, owned: bool) -> HostMesh:
+    def from_agent(cls, agent: HostAgent, shape: Shape, owned: bool,
+                   workspace: bool | None = None) -> HostMesh:
         """The host mesh of `shape` whose hosts `agent` runs (what the hosts layer builds:
-        `this_host()`, `attach_to_workers`). `owned`: this process may stop and shut it down."""
+        `this_host()`, `attach_to_workers`). `owned`: this process may stop and shut it down.
+        `workspace`: whether `sync_workspace` may sync to it (default: `owned`)."""
         hm = object.__new__(cls)
         hm._agent = agent
         hm._mesh_shape = shape
         hm._owned = owned
         hm._state = _HostState()
         hm._python = None  # interpreter the procs run (None: the host's own)
-        hm._workspace_ok = owned  # sync_workspace is for the mesh as attached, not slices
+        # sync_workspace is for the mesh as attached, not slices
+        hm._workspace_ok = owned if workspace is None else workspace
         hm._inner_host_mesh = native_view(hm, agent.connected())
         _agents_by_token[id(agent)] = agent
         return hm
