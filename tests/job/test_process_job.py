@@ -180,3 +180,19 @@ def test_process_job_each_state_is_its_own_host_mesh_and_stop_keeps_the_other() 
         second.shutdown().get(timeout=TIMEOUT)
     finally:
         job.kill()
+
+
+@pytest.mark.timeout(120)
+def test_shutting_the_hosts_down_ends_the_workers_even_right_after_state() -> None:
+    # As on torchmonarch (upstream's scoped_state ends this way): a shutdown right after
+    # state(), while the attach may still be in flight, still tells every worker to exit.
+    from tests.pidwait import exits
+
+    job = ProcessJob({"hosts": 2})
+    try:
+        state = job.state(cached_path=None)
+        pids = [job._host_to_pid[f"hosts_{i}"].pid for i in range(2)]
+        state.hosts.shutdown().get(timeout=TIMEOUT)
+        assert all(exits(pid, 30) for pid in pids)
+    finally:
+        job.kill()

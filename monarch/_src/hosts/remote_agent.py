@@ -463,6 +463,12 @@ class RemoteHostAgent:
 
         async def detach() -> None:
             await asyncio.wrap_future(stopped)
+            # A host still attaching (attach runs in the background) is waited for, bounded:
+            # skipped, it would never be told, and its `monarch worker` would never exit.
+            pending = [asyncio.wrap_future(h.connected) for h in self.hosts
+                       if h.lost is None and not h.connected.done()]
+            if pending:
+                await asyncio.wait(pending, timeout=duration_seconds("mesh_attach_config_timeout"))
             await self._ask_all("host_detach", (True,))
             for host in self.hosts:
                 host.detached = True
