@@ -122,9 +122,7 @@ class Telemetry:
                 "this host (see the log for why).")
         self.root, self.apply_id = root, apply_id
         for name, host_mesh in hosts.items():
-            addresses = list(getattr(host_mesh.agent, "addresses", None) or
-                             [f"host:{name}_{rank}" for rank in range(len(host_mesh))])
-            observe.host_mesh_named(host_mesh, name, addresses)
+            observe.host_mesh_named(host_mesh, name)
             root.start_worker_collector.call_one(host_mesh).get()
         self.server = TelemetryServer(QueryEngine(root), root, port=self.config.dashboard_port)
         self._link_admin(True)

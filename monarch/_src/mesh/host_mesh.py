@@ -315,6 +315,7 @@ class _HostState:
 
     def __init__(self) -> None:
         self.shut_down = False  # True once shutdown() was called on the owner
+        self.telemetry_name: str | None = None  # its full name in the job's telemetry, once named
 
 
 # The host agents of this process's host meshes, by id, for host meshes pickled and unpickled

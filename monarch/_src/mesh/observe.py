@@ -130,10 +130,11 @@ def client_started(inst: Any, address: str, proc_id: str) -> None:
     inst._telemetry_id = _actor_row(full, client, 0, "<root>", ("Created", "Client"))
 
 
-def host_mesh_named(host_mesh: Any, given_name: str, addresses: list[str]) -> int:
-    """Record job host mesh `host_mesh` as `given_name`, with one host agent per address."""
+def host_mesh_named(host_mesh: Any, given_name: str) -> int:
+    """Record job host mesh `host_mesh` as `given_name`, with one host agent per host (its
+    location `host://<name>_<rank>`: the host agents' own addresses are the hosts layer's)."""
     state = host_mesh._state
-    full = getattr(state, "telemetry_name", None)
+    full = state.telemetry_name
     if full is None:
         import uuid
 
@@ -141,14 +142,14 @@ def host_mesh_named(host_mesh: Any, given_name: str, addresses: list[str]) -> in
     shape = host_mesh._mesh_shape
     mesh_id = _mesh_row("Host", given_name, full, list(shape.labels),
                         list(shape.ndslice.sizes), None, None)
-    for rank, addr in enumerate(addresses):
-        _actor_row(record.actor_full_name("host_agent", f"{full}_{rank}", addr), mesh_id, rank,
-                   None)
+    for rank in range(len(host_mesh)):
+        _actor_row(record.actor_full_name("host_agent", f"{full}_{rank}",
+                                          f"host:{given_name}_{rank}"), mesh_id, rank, None)
     return mesh_id
 
 
 def _host_mesh_id(host_mesh: Any) -> int | None:
-    full = getattr(host_mesh._state, "telemetry_name", None) if host_mesh is not None else None
+    full = host_mesh._state.telemetry_name if host_mesh is not None else None
     return record.stable_id(full) if full is not None else None
 
 
