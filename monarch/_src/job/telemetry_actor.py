@@ -143,6 +143,31 @@ class TelemetryActor(Actor):
         logger.warning("a worker telemetry collector failed; queries skip it: %s", failure)
         return True
 
+    def _from_workers(self, endpoint_name: str, *args: Any) -> list[Any]:
+        """Every worker collector's answers to `endpoint_name(*args)`, asked at once. A worker
+        that fails is dropped from the fan-out; one that does not answer within
+        `_SCAN_WORKER_TIMEOUT_SECS` is skipped this time (both logged)."""
+        pending = []
+        for name, mesh in tuple(self._worker_collectors.items()):
+            try:
+                pending.append((name, getattr(mesh, endpoint_name).call(*args)))
+            except Exception:
+                logger.info("telemetry %s of %s not sent; dropping it", endpoint_name, name,
+                            exc_info=True)
+                self._worker_collectors.pop(name, None)
+        answers: list[Any] = []
+        for name, future in pending:
+            try:
+                answers += [a for _, a in future.get(timeout=_SCAN_WORKER_TIMEOUT_SECS).items()]
+            except TimeoutError:
+                logger.warning("telemetry %s of %s timed out after %ss; skipped", endpoint_name,
+                               name, _SCAN_WORKER_TIMEOUT_SECS)
+            except Exception:
+                logger.info("telemetry %s of %s failed; dropping it", endpoint_name, name,
+                            exc_info=True)
+                self._worker_collectors.pop(name, None)
+        return answers
+
     @endpoint
     def table_names(self) -> list[str]:
         """The tables of this collector."""
@@ -164,13 +189,8 @@ class TelemetryActor(Actor):
     def metric_totals(self) -> list[tuple[str, dict[str, Any]]]:
         """The cumulative metric series here and on every worker collector (`Totals.rows`)."""
         rows = self._scanner_or_raise().totals.rows()
-        for name, mesh in tuple(self._worker_collectors.items()):
-            try:
-                for _, more in mesh.metric_totals.call().get(
-                        timeout=_SCAN_WORKER_TIMEOUT_SECS).items():
-                    rows.extend(more)
-            except Exception:
-                logger.info("metric totals of %s not read; skipped", name, exc_info=True)
+        for more in self._from_workers("metric_totals"):
+            rows.extend(more)
         return rows
 
     @endpoint
@@ -180,24 +200,8 @@ class TelemetryActor(Actor):
         import pyarrow as pa  # type: ignore[import-untyped]  # no type information
 
         parts = [self._scanner_or_raise().scan(table_name, projection, limit, filter_expr)]
-        pending = []
-        for name, mesh in tuple(self._worker_collectors.items()):
-            try:
-                pending.append((name, mesh.scan.call(table_name, projection, limit,
-                                                     filter_expr)))
-            except Exception:
-                logger.info("telemetry scan of %s not sent; dropping it", name, exc_info=True)
-                self._worker_collectors.pop(name, None)
-        for name, future in pending:
-            try:
-                for _, payload in future.get(timeout=_SCAN_WORKER_TIMEOUT_SECS).items():
-                    parts.append(from_ipc(payload))
-            except TimeoutError:
-                logger.warning("telemetry scan of %s timed out after %ss; skipped", name,
-                               _SCAN_WORKER_TIMEOUT_SECS)
-            except Exception:
-                logger.info("telemetry scan of %s failed; dropping it", name, exc_info=True)
-                self._worker_collectors.pop(name, None)
+        parts += [from_ipc(payload) for payload in self._from_workers(
+            "scan", table_name, projection, limit, filter_expr)]
         data = pa.concat_tables(parts)
         if limit is not None:
             data = data.slice(0, limit)
