@@ -4,16 +4,9 @@
 the proc whose spec its host names in `MONARCH_PROC_SPEC_FD` (`monarch._src.hosts.exec_proc`).
 """
 
-import os
 import sys
 
-from monarch._src.hosts.exec_proc import main
+from monarch._src.hosts.exec_proc import run_and_exit
 
 if __name__ == "__main__":
-    status = 1
-    try:
-        status = main(sys.argv[1:])
-    finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+    run_and_exit(sys.argv[1:])

@@ -58,11 +58,17 @@ def keep_launcher_changes(spec: dict[str, object]) -> None:
     spec["env"] = env
 
 
-if __name__ == "__main__":
+def run_and_exit(argv: list[str]) -> None:
+    """`main(argv)`, then exit the process with its status at once (output flushed first):
+    a proc's threads are not joined."""
     status = 1
     try:
-        status = main(sys.argv[1:])
+        status = main(argv)
     finally:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
+
+
+if __name__ == "__main__":
+    run_and_exit(sys.argv[1:])
