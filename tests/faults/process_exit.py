@@ -1,10 +1,10 @@
 """Observing OS processes from the fault tests: is a pid still running, and waiting for it to end.
 
-Everything here reads `/proc` (Linux only). A process counts as gone once it has exited, even if
-its parent has not reaped it yet: a zombie (state `Z`) runs no code and holds no socket, and an
-orphaned zombie may never be reaped in a container whose init does not wait for children. A pid
-is compared together with the start time it had when the test first saw it, so a pid reused by
-an unrelated process after the original one ended also counts as gone.
+Everything here reads `/proc` (Linux only) through `monarch._src.procstat`, whose rule it
+keeps: a process counts as gone once it has exited, even if its parent has not reaped it yet (a
+zombie runs no code and holds no socket). A pid is compared together with the start time it had
+when the test first saw it, so a pid reused by an unrelated process after the original one ended
+also counts as gone.
 
 Waiting polls with a deadline (`Event().wait(POLL)` between looks): the kernel offers no event a
 non-parent can wait on for the exit of an arbitrary process.
@@ -20,6 +20,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from monarch._src.procstat import process_state
+
 __all__ = [
     "ProcessRef",
     "kill_all",
@@ -29,17 +31,6 @@ __all__ = [
 
 # Pause between two looks at /proc while waiting for processes to end.
 POLL = 0.05
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """Fields 3.. of /proc/<pid>/stat (state first), or None if there is no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat_file:
-            stat = stat_file.read().decode(errors="replace")
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may itself hold spaces or parentheses.
-    return stat.rsplit(")", 1)[1].split()
 
 
 @dataclass(frozen=True)
@@ -53,18 +44,15 @@ class ProcessRef:
     @classmethod
     def of(cls, pid: int) -> ProcessRef:
         """Read `pid` now; raises `ProcessLookupError` if it is not running."""
-        fields = _stat_fields(pid)
-        if fields is None or fields[0] in ("Z", "X"):
+        stat = process_state(pid)
+        if stat is None or not stat.alive:
             raise ProcessLookupError(f"Process {pid} is not running.")
-        # Field 4 is the parent pid, field 22 the start time since boot.
-        return cls(pid=pid, ppid=int(fields[1]), start_time=int(fields[19]))
+        return cls(pid=pid, ppid=stat.ppid, start_time=stat.start_ticks)
 
     def running(self) -> bool:
         """False once this process exited (zombies included) or its pid belongs to another."""
-        fields = _stat_fields(self.pid)
-        if fields is None or fields[0] in ("Z", "X"):
-            return False
-        return int(fields[19]) == self.start_time
+        stat = process_state(self.pid)
+        return stat is not None and stat.alive and stat.start_ticks == self.start_time
 
 
 def wait_until_gone(refs: Iterable[ProcessRef], timeout: float) -> list[ProcessRef]:

@@ -71,6 +71,7 @@ import sys
 import threading
 
 import monarch.actor
+from monarch._src.procstat import process_state
 from monarch.actor import Actor, endpoint, this_host
 from monarch.config import get_global_config
 
@@ -82,8 +83,7 @@ def send(obj):
 
 
 def parent_of(pid):
-    with open(f"/proc/{{pid}}/stat") as stat:
-        return int(stat.read().rsplit(")", 1)[1].split()[1])
+    return process_state(pid).ppid
 
 
 class Pids(Actor):

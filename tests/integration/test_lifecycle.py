@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.procstat import process_alive
 from monarch.actor import Actor, endpoint, this_host
 
 pytestmark = [
@@ -48,17 +49,6 @@ class Pid(Actor):
         return os.getpid()
 
 
-def _alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie waiting for a parent that never reaps."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat_file:
-            stat = stat_file.read()
-    except OSError:
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
 def _marked_pids(marker: str) -> set[int]:
     needle = f"{MARKER_VAR}={marker}".encode()
     found: set[int] = set()
@@ -70,7 +60,7 @@ def _marked_pids(marker: str) -> set[int]:
                 variables = environ.read().split(b"\0")
         except OSError:
             continue
-        if needle in variables and _alive(int(entry)):
+        if needle in variables and process_alive(int(entry)):
             found.add(int(entry))
     return found
 
@@ -83,7 +73,7 @@ def _survivors(pids: set[int], marker: str | None) -> set[int]:
     deadline = time.monotonic() + GONE_DEADLINE
     pause = threading.Event()
     while True:
-        alive = {pid for pid in pids if _alive(pid)}
+        alive = {pid for pid in pids if process_alive(pid)}
         if marker is not None:
             alive |= _marked_pids(marker)
         if not alive or time.monotonic() >= deadline:
@@ -244,7 +234,7 @@ async def test_proc_mesh_async_with_stops_procs_on_exit(fault_recorder: Any) -> 
     procs = this_host().spawn_procs(per_host={"gpus": 1})
     async with procs:
         pid = await procs.spawn("life_async_with", Pid).pid.call_one()
-        assert _alive(pid)
+        assert process_alive(pid)
     assert _survivors({pid}, None) == set()
     # The error may come from spawn itself or, since spawn does not block, from initialized.
     with pytest.raises(RuntimeError, match="`ProcMesh` has already been stopped"):

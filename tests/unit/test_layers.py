@@ -2,7 +2,8 @@
 
 Packages, from the bottom up (a package may import its own layer's leaves and anything below it):
 
-    shape, config, supervision   stdlib only
+    shape, config, supervision,  stdlib only
+    telemetry, procstat
     transport
     runtime
     mesh
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PKG = ROOT / "monarch"
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"shape", "config", "supervision", "telemetry"}),
+    frozenset({"shape", "config", "supervision", "telemetry", "procstat"}),
     frozenset({"transport"}),
     frozenset({"runtime"}),
     frozenset({"mesh"}),

@@ -9,9 +9,10 @@ error; one that is exiting or gone is left to the child watch.
 
 from __future__ import annotations
 
+from monarch._src.procstat import process_alive
 from monarch._src.runtime.runtime import Runtime
 
-__all__ = ["CONFIRM_DELAY", "confirm_lost", "process_running"]
+__all__ = ["CONFIRM_DELAY", "confirm_lost"]
 
 CONFIRM_DELAY = 0.5  # seconds between looks at a proc whose connection broke
 
@@ -21,17 +22,8 @@ def confirm_lost(rt: Runtime, addr: str, err: BaseException, pid: int) -> None:
     every `CONFIRM_DELAY` while it is exiting but not yet reported (runtime loop)."""
     if rt.mailbox.is_dead(addr):
         return
-    if process_running(pid):
+    if process_alive(pid):
         rt.mailbox.mark_dead(addr, err)
     else:
         rt.loop.call_later(CONFIRM_DELAY, confirm_lost, rt, addr, err, pid)
 
-
-def process_running(pid: int) -> bool:
-    """True if `pid` exists and is neither a zombie nor exiting (Linux /proc)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X", b"x")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+from monarch._src.procstat import process_state
+
 __all__ = [
     "alive",
     "child",
@@ -71,15 +73,17 @@ def child(pid: int) -> subprocess.Popen[bytes] | None:
 
 
 def alive(pid: int, marker: str) -> bool:
-    """Whether `pid` runs and its command line contains `marker` (guards against pid reuse)."""
+    """Whether `pid` is alive (`ProcessState.alive`: neither a zombie nor dead) and its command
+    line contains `marker` (guards against pid reuse)."""
+    stat = process_state(pid)
+    if stat is None or not stat.alive:
+        return False
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        with open(f"/proc/{pid}/stat") as f:
-            state = f.read().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return state != "Z" and marker in cmdline
+    return marker in cmdline
 
 
 def _reap(pid: int) -> None:

@@ -4,7 +4,8 @@ Two procs may use process_vm_readv on each other only when they share a kernel *
 namespace (a container on the same host has its own pids), so the host identity is the kernel's
 boot id plus the pid namespace inode, plus the hostname for readability. A pid can be reused after
 its process exits, so a handle also records the owner's start time (field 22 of /proc/<pid>/stat,
-in clock ticks since boot); a pid whose start time differs is a different process.
+in clock ticks since boot, read by `monarch._src.procstat`); a pid whose start time differs is a
+different process.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import os
 import socket
 
-from monarch._src.lowlevel import process_start_time
+from monarch._src.procstat import process_start_time
 
 __all__ = ["host_identity", "process_start_time"]
 

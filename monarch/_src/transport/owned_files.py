@@ -3,11 +3,11 @@
 A proc ends with `os._exit` or a SIGKILL, which run no cleanup, so the files it made (its unix
 socket, its RDMA shared-memory segment) would outlive it. Each such file is named
 `<prefix><pid>-<start>-<random><suffix>`, where `<start>` is the process's start time (field 22
-of /proc/<pid>/stat, clock ticks since boot): a file whose pid is gone, is a zombie, or now
-belongs to a process that started at another time (the pid was reused), is an orphan. `sweep`
-removes the orphans of a folder; it runs where a process is known to have ended (the zygote reaping
-a proc, or noticing the controller is gone) and when a process makes such a file of its own, which
-covers a whole host that was killed.
+of /proc/<pid>/stat, clock ticks since boot): a file whose pid is gone, is not alive in the sense
+of `monarch._src.procstat` (a zombie), or now belongs to a process that started at another time
+(the pid was reused), is an orphan. `sweep` removes the orphans of a folder; it runs where a
+process is known to have ended (the zygote reaping a proc, or noticing the controller is gone) and
+when a process makes such a file of its own, which covers a whole host that was killed.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ import secrets
 import tempfile
 from collections.abc import Iterable
 
+from monarch._src.procstat import process_start_time, process_state
+
 __all__ = ["SHM_DIR", "SHM_PREFIX", "owned_name", "process_start_time", "socket_dir", "sweep",
            "sweep_ended"]
 
@@ -25,31 +27,10 @@ SHM_DIR = "/dev/shm"
 SHM_PREFIX = "monarch-"  # /dev/shm/monarch-<pid>-<start>-<random><suffix>
 
 
-def process_start_time(pid: int) -> int | None:
-    """The start time of process `pid` in clock ticks since boot; None if there is no such pid."""
-    stat = _stat(pid)
-    return None if stat is None else stat[1]
-
-
-def _stat(pid: int) -> tuple[bytes, int] | None:
-    """(state letter, start time) of process `pid` from /proc/<pid>/stat; None if none."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    # The command name (field 2) is in parentheses and may contain spaces or ')'.
-    rest = data[data.rfind(b")") + 2:].split()
-    try:
-        return rest[0], int(rest[19])  # fields 3 and 22 overall; field 3 is index 0 here
-    except (IndexError, ValueError):
-        return None
-
-
 def _runs(pid: int, start: int) -> bool:
     """Process `pid`, started at `start`, still runs (it is not gone, reused or a zombie)."""
-    stat = _stat(pid)
-    return stat is not None and stat[1] == start and stat[0] not in (b"Z", b"X", b"x")
+    stat = process_state(pid)
+    return stat is not None and stat.alive and stat.start_ticks == start
 
 
 @functools.cache
