@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import json
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,13 +19,9 @@ from typing import Any
 
 import pytest
 
+from monarch._src.hosts.addresses import free_port
+
 Query = Callable[[str], list[Any]]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -41,7 +36,7 @@ def prometheus_scraping(metrics_url: str) -> Iterator[Query]:
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
         f"scrape_configs:\n  - job_name: monarch\n    metrics_path: {parts.path or '/metrics'}\n"
         f"    static_configs:\n      - targets: ['{parts.netloc}']\n")
-    port = _free_port()
+    port = free_port("127.0.0.1")
 
     def query(expr: str) -> list[Any]:
         api = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})

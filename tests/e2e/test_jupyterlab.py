@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from monarch._src.hosts.addresses import free_port
 
 if TYPE_CHECKING:
     from playwright.sync_api import Page
@@ -65,12 +66,6 @@ elif find_spec("playwright") is None:
 else:
     _MISSING = None
 pytestmark = pytest.mark.skipif(_MISSING is not None, reason=_MISSING or "")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _jupyter_env(home: Path) -> dict[str, str]:
@@ -146,7 +141,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
     """The URL of a JupyterLab serving a copy of `tutorials/`, without token or password."""
     root = tmp_path / "tutorials"
     shutil.copytree(REPO / "tutorials", root)
-    port = _free_port()
+    port = free_port("127.0.0.1")
     url = f"http://127.0.0.1:{port}"
     log = tmp_path / "jupyterlab.log"
     with log.open("wb") as out:

@@ -10,23 +10,17 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 
 import pytest
 
+from monarch._src.hosts.addresses import free_port  # the host tests import it from here
 from tests.conftest import guard_stray_faults
 from tests.hosts.netns import wait_listening  # (shared with the chaos benchmark)
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def worker_env() -> dict[str, str]:

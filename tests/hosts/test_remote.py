@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.hosts.addresses import free_port
 from monarch._src.procstat import process_alive
 from monarch._src.supervision.errors import SupervisionError
 from monarch.actor import (
@@ -25,7 +26,6 @@ from tests.hosts.conftest import (
     REPO,
     Workers,
     end_processes,
-    free_port,
     wait_listening,
     worker_env,
 )

@@ -1,5 +1,4 @@
 """A real one-node Slurm cluster (munged, slurmctld, slurmd) in a temporary directory.
-
 Started by the Slurm tests as root; every daemon runs in the foreground as a child of the test
 process, so stopping them is killing those children. Needs Debian's `slurm-wlm` and `munge`.
 """
@@ -12,6 +11,8 @@ import socket
 import subprocess
 import time
 from typing import Any
+
+from monarch._src.hosts.addresses import free_port
 
 # Bound on the daemons starting and the node becoming usable.
 START_TIMEOUT = 30.0
@@ -26,12 +27,6 @@ def unavailable_reason() -> str | None:
     if os.geteuid() != 0:
         return "starting slurmd needs root (it runs jobs as their users)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class SlurmCluster:
@@ -55,8 +50,8 @@ ClusterName=monarchtest
 SlurmctldHost={self.node}(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
-SlurmctldPort={_free_port()}
-SlurmdPort={_free_port()}
+SlurmctldPort={free_port("127.0.0.1")}
+SlurmdPort={free_port("127.0.0.1")}
 AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={r}/munge/munge.sock

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.hosts.addresses import free_port
 from monarch.actor import ActorError, this_host, this_proc
 from monarch.job import PortForwarder
 
@@ -41,12 +42,6 @@ class EchoServer:
             conn.sendall(b"echo:" + data)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _roundtrip(port: int, payload: bytes) -> bytes:
     with socket.create_connection(("127.0.0.1", port), timeout=30) as c:
         c.settimeout(30)
@@ -70,8 +65,8 @@ def test_forwarded_port_reaches_the_service_and_stops_with_the_forwarder(echo: E
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     fwd = this_proc().spawn("fwd", PortForwarder)
     try:
-        base = _free_port()
-        ports = {0: base, 1: _free_port()}
+        base = free_port("127.0.0.1")
+        ports = {0: base, 1: free_port("127.0.0.1")}
         # a function of the point picks each source proc's listening address
         fwd.forward.call_one(procs, echo.port, procs,
                              lambda p: f"127.0.0.1:{ports[p['gpus']]}").get(timeout=60)
@@ -126,7 +121,7 @@ def test_procs_of_a_host_share_one_source_address(echo: EchoServer) -> None:
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     fwd = this_proc().spawn("fwd_shared", PortForwarder)
     try:
-        port = _free_port()
+        port = free_port("127.0.0.1")
         fwd.forward.call_one(procs, echo.port, procs, f"127.0.0.1:{port}").get(timeout=60)
         payloads = [bytes([i]) * 65536 for i in range(1, 9)]
         assert [_roundtrip(port, p) for p in payloads] == [b"echo:" + p for p in payloads]
@@ -158,7 +153,7 @@ def test_a_client_reset_drops_the_services_connection_too() -> None:
     procs = this_host().spawn_procs(per_host={"gpus": 2})
     fwd = this_proc().spawn("fwd_reset", PortForwarder)
     try:
-        port = _free_port()
+        port = free_port("127.0.0.1")
         fwd.forward.call_one(procs.slice(gpus=0), server.getsockname()[1], procs.slice(gpus=1),
                              f"127.0.0.1:{port}").get(timeout=60)
         client = socket.create_connection(("127.0.0.1", port), timeout=30)

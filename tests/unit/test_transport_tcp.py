@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from monarch._src.hosts.addresses import free_port
 from monarch._src.supervision.errors import TransportError
 from monarch._src.transport import tcp
 from monarch._src.transport.comm import (
@@ -114,12 +115,6 @@ async def test_tcp_connector_reaches_a_listener_served_by_dask_comm(nodes: Any) 
 # ---- connecting ----------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def test_tcp_connect_retries_until_the_listener_appears(
     nodes: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -135,7 +130,7 @@ async def test_tcp_connect_retries_until_the_listener_appears(
 
     monkeypatch.setattr(tcp, "_connect_once", watched)
     a = await nodes()
-    later = f"tcp://127.0.0.1:{_free_port()}"
+    later = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
     a.transport.send(later, ("early",))
     await asyncio.wait_for(refused.wait(), WAIT)
     b = await nodes(start=False)
@@ -145,7 +140,7 @@ async def test_tcp_connect_retries_until_the_listener_appears(
 
 async def test_tcp_connect_gives_up_after_its_timeout_with_dasks_words(nodes: Any) -> None:
     a = await nodes({"timeout": 0.2})
-    nowhere = f"tcp://127.0.0.1:{_free_port()}"
+    nowhere = f"tcp://127.0.0.1:{free_port('127.0.0.1')}"
     a.transport.send(nowhere, ("x",))
     peer, lost, err = await a.next_lost()
     assert (peer, lost) == (nowhere, [("x",)])
