@@ -1,6 +1,8 @@
-"""The transport's contract, checked on every backend: `inproc://` (Dask's in-process comms),
-`tcp://` (the `SocketChannel` that carries production traffic) and `tls://` (Dask's tornado
-stream under mutual TLS).
+"""The transport's contract, checked on every backend of the scheme registry
+(`transport/registry.py`): `tcp://` (the `SocketChannel` that carries production traffic),
+`tls://` (Dask's tornado stream under mutual TLS), `unix://` (Dask's connect, then a
+`SocketChannel`) and `inproc://` (Dask's in-process comms); a scheme registered later is tested
+without a change here (but for its malformed address, `MALFORMED`).
 
 As Dask shares its `check_*` comm tests between its backends, every test taking `nodes` runs once
 per backend: two or three transports in the test's own event loop talk to each other, and
@@ -23,12 +25,13 @@ from tornado.iostream import StreamClosedError
 from monarch._src.config import configured
 from monarch._src.runtime.envelope import decode, encode
 from monarch._src.supervision.errors import MonarchError, TransportError
+from monarch._src.transport import registry
 from monarch._src.transport.comm import Transport, decode_batch, encode_batch, translate_error
 from monarch._src.transport.tls import tls_args
 
 WAIT = 5.0
 
-BACKENDS = ("inproc", "tcp", "tls")
+BACKENDS = registry.schemes()
 
 
 class _Backend:
@@ -40,7 +43,7 @@ class _Backend:
 
     @property
     def listen_address(self) -> str:
-        return "inproc://" if self.name == "inproc" else f"{self.name}://127.0.0.1:0"
+        return registry.backend_for(f"{self.name}://").local_address()
 
     def transport(self, on_batch: Any, on_lost: Any, extra: dict[str, Any]) -> Transport:
         if self.tls is None:
@@ -291,13 +294,14 @@ async def test_transport_listener_closed_sender_on_lost_called(nodes: Any) -> No
 
 
 MALFORMED = {"inproc": "inproc://not-this-process/0/1", "tcp": "tcp://127.0.0.1:not-a-port",
-             "tls": "tls://127.0.0.1:not-a-port"}
+             "tls": "tls://127.0.0.1:not-a-port", "unix": "unix://relative/path.sock"}
 
 
 async def test_transport_malformed_address_reports_lost_envelope(
     nodes: Any, backend: _Backend
 ) -> None:
     a = await nodes()
+    assert backend.name in MALFORMED, f"add a malformed {backend.name}:// address to MALFORMED"
     bad = MALFORMED[backend.name]
     a.transport.send(bad, ("x",))
     peer, lost, err = await a.next_lost()

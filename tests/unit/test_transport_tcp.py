@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import socket
 import struct
 from collections.abc import AsyncIterator, Callable
@@ -19,12 +20,12 @@ import pytest
 from monarch._src.hosts.addresses import free_port
 from monarch._src.supervision.errors import TransportError
 from monarch._src.transport import tcp
-from monarch._src.transport.comm import (
-    Transport,
-    _take_socket,
+from monarch._src.transport.comm import Transport, encode_batch
+from monarch._src.transport.dask_comm import (
     connect as dask_connect,
-    encode_batch,
     listen as dask_listen,
+    serve,
+    take_socket,
 )
 from monarch._src.transport.socket_channel import SocketChannel
 
@@ -81,7 +82,7 @@ async def test_tcp_listener_serves_a_peer_that_connects_through_dask_comm(nodes:
     comm = await dask_connect(b.address, deserialize=False)
     await comm.write({"hello": "tcp://10.1.2.3:4567", "raw": True})
     assert await comm.read() == {"ack": True, "incarnation": b.transport.incarnation}
-    channel = SocketChannel(_take_socket(comm), None, lambda exc: None)
+    channel = SocketChannel(take_socket(comm), None, lambda exc: None)
     await channel.write(encode_batch([("from", "dask"), ("second",)]))
     assert await b.next_batch() == ("tcp://10.1.2.3:4567", [("from", "dask"), ("second",)])
     channel.abort()
@@ -91,9 +92,10 @@ async def test_tcp_listener_serves_a_peer_that_connects_through_dask_comm(nodes:
 
 
 async def test_tcp_connector_reaches_a_listener_served_by_dask_comm(nodes: Any) -> None:
-    """What an older proc listens with: Dask's tcp listener handing comms to `_handle_comm`."""
+    """What an older proc listens with: Dask's tcp listener handing comms to `serve`."""
     a, b = await nodes(), await nodes()
-    listener = dask_listen("tcp://127.0.0.1:0", b.transport._handle_comm, deserialize=False)
+    listener = dask_listen("tcp://127.0.0.1:0", functools.partial(serve, b.transport),
+                           deserialize=False)
     await listener.start()
     try:
         old = listener.contact_address

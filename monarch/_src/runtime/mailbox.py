@@ -42,7 +42,7 @@ from monarch._src.runtime.envelope import (
 )
 from monarch._src.runtime.ports import PortEntry
 from monarch._src.supervision.errors import SupervisionError
-from monarch._src.transport.comm import Transport
+from monarch._src.transport.comm import Transport, TransportFactory
 
 __all__ = ["PENDING_PREFIX", "Mailbox"]
 
@@ -101,10 +101,13 @@ ControlHandler = Callable[[str, tuple[Any, ...], "PortAddr | None"], None]
 class Mailbox:
     """The router of one process. Fields are touched on the loop thread unless noted."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop,
+                 transport_factory: TransportFactory = Transport) -> None:
+        """`transport_factory(on_batch, on_lost)` builds this process's transport: the
+        `Transport` of `transport/comm.py` unless a test or a deployment passes its own."""
         self.loop = loop
         self.address = ""  # the transport's listen address, once started
-        self.transport = Transport(self._on_batch, self._on_lost)
+        self.transport = transport_factory(self._on_batch, self._on_lost)
         self.actors: dict[str, Inbox] = {}  # actor key -> actor living here (`add_actor`)
         # Actor key not registered yet -> (expiry timer, [(found, missing)] in arrival order).
         self._unborn: dict[str, tuple[asyncio.TimerHandle, list[_Waiter]]] = {}

@@ -8,17 +8,12 @@ what Monarch's per-(sender actor, receiver actor) ordering needs.
 
 A batch is a list of frames: frame 0 is the pickled list of envelopes, the rest are the
 out-of-band buffers of the payloads inside it, so large arrays and tensors are never copied into
-a msgpack frame. Plain `tcp://` is listened on and connected by `tcp.py` (asyncio sockets, Dask's
-handshake format, no Dask import); `distributed.comm` connects, listens and does its handshake
-(and TLS, when configured) for every other scheme. Then, because Dask's per-message `write` (a
-`sizeof` walk, msgpack, offload checks) costs more than the rest of a call:
-* plain tcp connections run on a `SocketChannel` (one `sendmsg` per batch, batches cut from one
-  `recv_into`) after a hello/ack exchange that guarantees no bytes are left buffered (a tcp comm
-  from Dask, at the other end, hands its socket over);
-* other stream comms (tls) carry batches on the comm's tornado stream with the same framing
-  (`_StreamChannel`);
-* comms without a stream (inproc, used by unit tests) carry each batch as one `Serialized`
-  message (`_CommChannel`).
+a msgpack frame. How an address is connected to and listened on is its scheme's backend
+(`registry.py`): `tcp.py` for plain tcp (asyncio sockets, Dask's handshake format, no Dask
+import), `dask_comm.py` for tls, unix and inproc. Either hands the writer a `Channel`
+(`channel.py`): a `SocketChannel` (one `sendmsg` per batch, batches cut from one `recv_into`)
+for plain tcp and unix sockets, a channel on a Dask comm otherwise; the writer asks the channel
+what it can do (`idle`, `direct`), never which class it is.
 
 Rejected alternatives (see PERFORMANCE.md): Dask's pooled rpc (one comm per call in flight, a
 handshake per connection reuse) and Dask actors (calls routed through the scheduler) are 10-100x
@@ -36,22 +31,16 @@ import pickle
 import secrets
 import socket
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
-from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.config import get as config_get
 from monarch._src.supervision.errors import TransportError
-from monarch._src.transport import bufpool, tcp
-from monarch._src.transport.socket_channel import (
-    HEAD,
-    SocketChannel,
-    _frame_limit,
-    check_header,
-    frame_buffers,
-    split_body,
-)
+from monarch._src.transport import dask_comm, registry
+from monarch._src.transport.channel import Channel, Listener
+from monarch._src.transport.socket_channel import SocketChannel
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 
-__all__ = ["Transport", "preload", "translate_error"]
+__all__ = ["Transport", "TransportFactory", "preload", "translate_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,84 +52,15 @@ BatchHandler = Callable[[str, list[Envelope]], None]
 LostHandler = Callable[[str, list[Envelope], BaseException], None]
 
 
-
-class Comm(Protocol):
-    """The part of a `distributed.comm.core.Comm` this module uses, typed (Dask's is not)."""
-
-    peer_address: str
-
-    async def read(self) -> Any: ...
-
-    async def write(self, msg: Any, on_error: str = "message") -> Any: ...
-
-    def abort(self) -> None: ...
-
-    def closed(self) -> bool: ...
-
-    async def close(self) -> None: ...
-
-
-# Dask's comm layer costs about 0.4 s to import (distributed, dask.config, numpy), so it is
-# imported (`_dask`) by the first listen or connect on a tls, unix or inproc address: never over
-# plain tcp.
-_closed_errors: tuple[type[BaseException], ...] = ()  # Dask's and tornado's "connection closed"
-
-
 def preload() -> None:
     """Import now what a proc's transport will need (a fork server does, so that its children
-    need not): Dask's comm layer, unless procs listen on plain tcp, which does without it."""
+    need not): its listen address's backend's (Dask's comm layer, unless procs listen on plain
+    tcp, which does without it)."""
     try:
         address = default_listen_address()
     except ValueError:  # a transport the procs will refuse when they start: nothing to load
         return
-    if _plain_tcp(address):
-        tcp.preload()
-    else:
-        _dask()
-
-
-def _dask() -> Any:
-    """`distributed.comm.core`, imported (with the `unix://` backend registered, and Dask's
-    compression off) on first use: only tls://, unix:// and inproc:// addresses need it."""
-    global _closed_errors
-    from distributed.comm import core
-    from tornado.iostream import StreamClosedError
-
-    from monarch._src.transport import unix
-
-    if not _closed_errors:
-        import dask.config
-
-        dask.config.set({"distributed.comm.compression": None})
-        unix.register()  # peers may listen on unix:// addresses
-        _closed_errors = (core.CommClosedError, StreamClosedError)
-    return core
-
-
-def _plain_tcp(addr: str) -> bool:
-    """Whether `addr` is served by `tcp.py` (a plain tcp address) rather than Dask's comm."""
-    return addr.startswith(tcp.PREFIX)
-
-
-async def connect(addr: str, **kwargs: Any) -> Comm:
-    """Dask's `connect` (untyped), with the type this module relies on."""
-    comm: Comm = await _dask().connect(addr, **kwargs)
-    return comm
-
-
-def listen(addr: str, handler: Callable[..., Any], **kwargs: Any) -> Any:
-    """Dask's `listen`."""
-    return _dask().listen(addr, handler, **kwargs)
-
-
-def _serialized(header: dict[str, Any], frames: list[Any]) -> Any:
-    from distributed.protocol.serialize import Serialized
-
-    return Serialized(header, frames)  # type: ignore[no-untyped-call]  # Dask ships it untyped
-
-# Frames we send are never compressed: the payloads are mostly already-dense tensors, and a peer
-# that reads with deserialize=False would not decompress them.
-_NO_COMPRESSION = False
+    registry.backend_for(address).preload()
 
 
 def translate_error(exc: BaseException, addr: str) -> TransportError:
@@ -148,7 +68,8 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
     if isinstance(exc, TransportError):
         return exc
     detail = f": {exc}" if str(exc) else ""
-    if _closed_errors and isinstance(exc, _closed_errors):
+    closed = dask_comm.closed_errors  # empty until Dask was imported
+    if closed and isinstance(exc, closed):
         return TransportError(f"The connection to {addr} was closed{detail}.")
     if isinstance(exc, (OSError, asyncio.TimeoutError)):
         return TransportError(f"Could not reach {addr}{detail}.")
@@ -169,65 +90,6 @@ def decode_batch(frames: Sequence[Any]) -> list[Envelope]:
     return envelopes
 
 
-class _StreamChannel:
-    """Batches on the tornado stream of a tcp/tls comm, after Dask's handshake."""
-
-    def __init__(self, comm: Comm) -> None:
-        self.comm = comm
-        self.stream = comm.stream  # type: ignore[attr-defined]  # tcp and tls comms only
-
-    async def write(self, frames: list[Any]) -> None:
-        bufs = frame_buffers(frames)
-        stream = self.stream
-        if len(bufs) <= 3 and sum(b.nbytes for b in bufs) < 65536:
-            await stream.write(b"".join(bufs))
-            return
-        for buf in bufs[:-1]:
-            stream.write(buf)
-        await stream.write(bufs[-1])
-
-    async def read(self) -> list[Any]:
-        head = bytearray(HEAD.size)
-        await self.stream.read_into(head)
-        total, n = HEAD.unpack(head)
-        check_header(total, n, _frame_limit())
-        body = bufpool.receive_buffer(total)
-        await self.stream.read_into(body)
-        return split_body(body, n)
-
-
-class _CommChannel:
-    """Batches as Dask messages, for comms without a stream (inproc)."""
-
-    def __init__(self, comm: Comm) -> None:
-        self.comm = comm
-
-    async def write(self, frames: list[Any]) -> None:
-        header = {"compression": (_NO_COMPRESSION,) * len(frames)}
-        await self.comm.write({"b": _serialized(header, frames)}, on_error="raise")
-
-    async def read(self) -> list[Any]:
-        msg = await self.comm.read()
-        frames: list[Any] = msg["b"].frames
-        return frames
-
-
-def _can_take_socket(comm: Comm) -> bool:
-    """A plain (not TLS) tcp comm, whose socket a SocketChannel can drive."""
-    from tornado.iostream import IOStream
-
-    stream = getattr(comm, "stream", None)
-    return type(stream) is IOStream and getattr(stream, "socket", None) is not None
-
-
-def _take_socket(comm: Comm) -> socket.socket:
-    """Take the comm's connection over: a duplicate of its socket (tuned as `tcp.tune` says),
-    the comm itself closed."""
-    sock: socket.socket = comm.stream.socket.dup()  # type: ignore[attr-defined]  # tcp only
-    comm.abort()
-    return tcp.tune(sock)
-
-
 def default_listen_address() -> str:
     """Where a proc listens when not told: a fresh unix socket under the `Unix` transport (or a
     'unix://' client address), else loopback (tcp, or tls when TLS is on)."""
@@ -245,12 +107,6 @@ def default_listen_address() -> str:
     return f"{listen_scheme()}://127.0.0.1:0"
 
 
-def _channel(comm: Comm) -> _StreamChannel | _CommChannel:
-    if getattr(comm, "stream", None) is not None:
-        return _StreamChannel(comm)
-    return _CommChannel(comm)
-
-
 def _call_all(callbacks: list[Callable[[], None]]) -> None:
     for callback in callbacks:
         callback()
@@ -264,8 +120,9 @@ class _Peer:
         self.addr = addr
         self.queue: list[Envelope] = []  # envelopes waiting for the writer, in send order
         self.written: list[Callable[[], None]] = []  # to call once `queue` was written
-        self.comm: Comm | None = None  # None until connected
-        self.channel: SocketChannel | _StreamChannel | _CommChannel | None = None  # once connected
+        self.channel: Channel | None = None  # None until connected
+        # Drops the connection while its backend opens it (set by the backend), else None.
+        self.abort_opening: Callable[[], None] | None = None
         self.task: asyncio.Task[None] | None = None  # the writer, while it runs
         self.failed: BaseException | None = None  # set once; a failed peer delivers nothing
         # Whether a batch came from this peer since the last `send_direct` to it. A direct write
@@ -284,7 +141,8 @@ class _Peer:
             self.written.append(written)
         if self.task is not None:
             return  # the writer takes it with the next batch
-        if isinstance(self.channel, SocketChannel) and self.channel.idle:
+        channel = self.channel
+        if channel is not None and channel.idle:
             self.transport._mark_dirty(self)  # written synchronously at the end of this turn
         else:
             self.task = asyncio.get_running_loop().create_task(self._write())
@@ -294,7 +152,7 @@ class _Peer:
         peer before is still waiting: True if it was committed to the socket, False if it must
         go the ordinary way (through the loop)."""
         channel = self.channel
-        if type(channel) is not SocketChannel or self.failed is not None or not self.heard:
+        if channel is None or not channel.direct or self.failed is not None or not self.heard:
             return False
         with channel.wlock:
             if self.queue or self.task is not None or not channel.idle:
@@ -307,7 +165,7 @@ class _Peer:
         if self.task is not None or not self.queue or self.failed is not None:
             return
         channel = self.channel
-        if not (isinstance(channel, SocketChannel) and channel.idle):
+        if channel is None or not channel.idle:
             self.task = asyncio.get_running_loop().create_task(self._write())
             return
         try:
@@ -327,7 +185,7 @@ class _Peer:
     async def _finish(self, notify: list[Callable[[], None]]) -> None:
         """Wait until a batch written in part was sent, then go on with what queued since."""
         try:
-            assert isinstance(self.channel, SocketChannel)
+            assert self.channel is not None  # a batch was written in part on it
             await self.channel.drained()
         except BaseException as exc:
             self.task = None
@@ -376,27 +234,12 @@ class _Peer:
         finally:
             self.task = None
 
-    async def _connect(self) -> SocketChannel | _StreamChannel | _CommChannel:
-        transport = self.transport
-        if _plain_tcp(self.addr):
-            sock, incarnation = await tcp.connect(self.addr, transport.address,
-                                                  transport.conn_args, transport.incarnation)
-            transport._heard_of(self.addr, incarnation)
-            return SocketChannel(sock, None, self._closed_under_us)
-        # As on plain tcp: a refused connect is retried for message_delivery_timeout.
-        args = {"timeout": duration_seconds("message_delivery_timeout"), **self.transport.conn_args}
-        comm = self.comm = await connect(self.addr, deserialize=False, **args)
-        raw = _can_take_socket(comm)
-        await comm.write({"hello": transport.address, "raw": raw,
-                          "incarnation": transport.incarnation})
-        if not raw:
-            return _channel(comm)
-        # The listener acks once it took its end over; nothing follows the ack on this comm.
-        ack = await comm.read()
-        transport._heard_of(self.addr, str(ack.get("incarnation", "")))
-        return SocketChannel(_take_socket(comm), None, self._closed_under_us)
+    async def _connect(self) -> Channel:
+        channel = await registry.backend_for(self.addr).connect(self, self.transport)
+        self.abort_opening = None
+        return channel
 
-    def _closed_under_us(self, exc: BaseException) -> None:
+    def closed_under_us(self, exc: BaseException) -> None:
         """The connection broke while idle (the peer exited): fail now, not at the next write."""
         if (
             self.failed is None
@@ -408,10 +251,10 @@ class _Peer:
     async def close(self) -> None:
         if self.task is not None:
             self.task.cancel()
-        if isinstance(self.channel, SocketChannel):
-            self.channel.abort()
-        elif self.comm is not None and not self.comm.closed():
-            await self.comm.close()
+        if self.channel is not None:
+            await self.channel.close()
+        elif self.abort_opening is not None:
+            self.abort_opening()
 
 
 class Transport:
@@ -445,9 +288,9 @@ class Transport:
         self.incarnation = secrets.token_hex(8)
         self.incarnations: dict[str, str] = {}  # peer address -> the incarnation heard last
         self.on_hello: Callable[[str, str], None] | None = None
-        self._listener: Any = None
+        self._listener: Listener | None = None
         self._peers: dict[str, _Peer] = {}
-        self._incoming: set[Comm] = set()
+        self._incoming: set[Any] = set()  # incoming connections a backend serves (`track`)
         self._raw_incoming: set[SocketChannel] = set()
         # Peer address -> the serial of its newest incoming connection (`_lost_incoming`).
         self._latest_incoming: dict[str, int] = {}
@@ -459,18 +302,13 @@ class Transport:
         self._closing = False
 
     async def start(self, address: str | None = None) -> str:
-        """Listen on `address` (default: loopback, tcp or tls as configured). Plain tcp is served
-        by `tcp.Listener`, every other scheme by Dask's comm layer."""
+        """Listen on `address` (default: loopback, tcp or tls as configured), with the backend of
+        its scheme (`registry`)."""
         if address is None:
             address = default_listen_address()
-        if _plain_tcp(address):
-            self._listener = tcp.Listener(address, self._handle_socket, self.listen_args,
-                                          self.incarnation)
-        else:
-            self._listener = listen(address, self._handle_comm, deserialize=False,
-                                    **self.listen_args)
-        await self._listener.start()
-        self.address = self._listener.contact_address
+        listener = self._listener = registry.backend_for(address).listen(address, self)
+        await listener.start()
+        self.address = listener.contact_address
         return self.address
 
     def send(self, addr: str, env: Envelope, written: Callable[[], None] | None = None) -> None:
@@ -512,7 +350,7 @@ class Transport:
             return
         self._on_lost(peer.addr, lost, err)
 
-    def _heard_of(self, addr: str, incarnation: str) -> None:
+    def heard_of(self, addr: str, incarnation: str) -> None:
         """The process at `addr` is `incarnation` (from an opening exchange; loop)."""
         if not incarnation:
             return  # a peer that tells none (an older monarch): nothing to compare
@@ -534,23 +372,33 @@ class Transport:
             return
         self._on_lost(addr, [], translate_error(exc, addr))
 
-    def _handle_socket(self, sock: socket.socket, peer_addr: str, incarnation: str) -> None:
-        """An incoming plain tcp connection from `peer_addr`, its handshake done (`tcp.py`)."""
+    # ---- incoming connections, as the backends report them (`channel.Local`) ----------------
+
+    def accept_socket(self, sock: socket.socket, peer_addr: str, incarnation: str) -> None:
+        """An incoming plain socket from `peer_addr`, its opening exchange done (`tcp.py`)."""
         if self._closing:
             sock.close()
             return
-        self._heard_of(peer_addr, incarnation)
-        serial = self._new_incoming(peer_addr)
-        raw = SocketChannel(sock, lambda frames: self._received(peer_addr, frames),
-                            lambda exc: self._raw_closed(raw, peer_addr, incarnation, exc,
-                                                         serial))
-        self._raw_incoming.add(raw)
+        self.adopt_socket(sock, peer_addr, incarnation, self.hello(peer_addr, incarnation))
 
-    def _new_incoming(self, peer_addr: str) -> int:
-        """Number a new incoming connection from `peer_addr`: it is that peer's newest."""
+    def hello(self, peer_addr: str, incarnation: str) -> int:
+        """An incoming connection from `peer_addr` said hello: it is that peer's newest, and
+        this is its serial."""
+        self.heard_of(peer_addr, incarnation)
         self._incoming_serial += 1
         self._latest_incoming[peer_addr] = self._incoming_serial
         return self._incoming_serial
+
+    def adopt_socket(self, sock: socket.socket, peer_addr: str, incarnation: str,
+                     serial: int) -> None:
+        """Read batches off incoming connection `serial` (a socket) with a `SocketChannel`."""
+        if self._closing:
+            sock.close()
+            return
+        raw = SocketChannel(sock, lambda frames: self.received(peer_addr, frames),
+                            lambda exc: self._raw_closed(raw, peer_addr, incarnation, exc,
+                                                         serial))
+        self._raw_incoming.add(raw)
 
     def _raw_closed(self, raw: SocketChannel, peer_addr: str, incarnation: str,
                     exc: BaseException, serial: int) -> None:
@@ -558,44 +406,18 @@ class Transport:
         self._raw_incoming.discard(raw)
         self._lost_incoming(peer_addr, incarnation, exc, serial)
 
-    async def _handle_comm(self, comm: Comm) -> None:
-        self._incoming.add(comm)
-        peer_addr = incarnation = ""
-        serial = 0
-        try:
-            hello = await comm.read()
-            peer_addr = hello["hello"]
-            incarnation = str(hello.get("incarnation", ""))
-            self._heard_of(peer_addr, incarnation)
-            serial = self._new_incoming(peer_addr)
-            if hello.get("raw") and _can_take_socket(comm):
-                await comm.write({"ack": True, "incarnation": self.incarnation})
-                raw = SocketChannel(
-                    _take_socket(comm), lambda frames: self._received(peer_addr, frames),
-                    lambda exc: None,
-                )
-                self._raw_incoming.add(raw)
-                try:
-                    exc = await raw.closed
-                finally:
-                    self._raw_incoming.discard(raw)
-                self._lost_incoming(peer_addr, incarnation, exc, serial)
-                return
-            channel = _channel(comm)
-            while True:
-                self._on_batch(peer_addr, decode_batch(await channel.read()))
-        except Exception as exc:
-            if not isinstance(exc, _closed_errors):
-                logger.exception("monarch: failed reading from %s",
-                                 peer_addr or comm.peer_address)
-            elif peer_addr:
-                self._lost_incoming(peer_addr, incarnation, exc, serial)
-        finally:
-            self._incoming.discard(comm)
-            if not comm.closed():
-                comm.abort()
+    def lost_incoming(self, peer_addr: str, incarnation: str, exc: BaseException,
+                      serial: int) -> None:
+        """Incoming connection `serial` (one a backend reads itself) broke."""
+        self._lost_incoming(peer_addr, incarnation, exc, serial)
 
-    def _received(self, peer_addr: str, frames: list[Any]) -> None:
+    def track(self, conn: Any) -> None:
+        self._incoming.add(conn)
+
+    def untrack(self, conn: Any) -> None:
+        self._incoming.discard(conn)
+
+    def received(self, peer_addr: str, frames: list[Any]) -> None:
         peer = self._peers.get(peer_addr)
         if peer is not None:
             peer.heard = True
@@ -619,10 +441,10 @@ class Transport:
         peer = self._peers.pop(addr, None)
         if peer is None:
             return
-        if isinstance(peer.channel, SocketChannel):
+        if peer.channel is not None:
             peer.channel.abort()
-        elif peer.comm is not None:
-            peer.comm.abort()
+        elif peer.abort_opening is not None:
+            peer.abort_opening()
 
     async def close(self) -> None:
         self._closing = True
@@ -631,9 +453,13 @@ class Transport:
                 await peer.close()
             except Exception:  # closing is best effort
                 pass
-        for comm in list(self._incoming):
-            comm.abort()
+        for conn in list(self._incoming):
+            conn.abort()
         for raw in list(self._raw_incoming):
             raw.abort()
         if self._listener is not None:
             self._listener.stop()
+
+
+# What builds a process's transport from its two handlers (`Mailbox`'s `transport_factory`).
+TransportFactory = Callable[[BatchHandler, LostHandler], Transport]

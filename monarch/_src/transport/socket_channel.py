@@ -111,8 +111,11 @@ class SocketChannel:
 
     Writing may also happen on other threads through `write_direct` (a caller's thread sending
     a small batch without waking the loop); every write holds `wlock`, so batches never
-    interleave on the socket.
+    interleave on the socket. A `channel.Channel`, with every capability: `direct`, and `idle`
+    whenever the kernel took everything so far.
     """
+
+    direct = True  # `write_direct` works from any thread
 
     def __init__(
         self,
@@ -323,3 +326,7 @@ class SocketChannel:
 
     def abort(self) -> None:
         self._close(ConnectionAbortedError("the connection was closed locally"))
+
+    async def close(self) -> None:
+        """`abort`: closing does not wait for what the kernel has not taken yet."""
+        self.abort()

@@ -43,9 +43,11 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.transport.channel import Channel, Local, Outgoing
+from monarch._src.transport.socket_channel import SocketChannel
 
-__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "parse_address", "preload",
-           "set_congestion_control", "tune", "unparse_address"]
+__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "listener", "open_channel",
+           "parse_address", "preload", "set_congestion_control", "tune", "unparse_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -412,3 +414,18 @@ class Listener:
             sock.close()
         for task in list(self._handshaking.values()):
             task.cancel()
+
+
+# ---- the backend of the tcp:// scheme (`registry`) -----------------------------------------------
+
+
+async def open_channel(out: Outgoing, local: Local) -> Channel:
+    """Connect to `out.addr`: a `SocketChannel`, the opening exchange done."""
+    sock, incarnation = await connect(out.addr, local.address, local.conn_args, local.incarnation)
+    local.heard_of(out.addr, incarnation)
+    return SocketChannel(sock, None, out.closed_under_us)
+
+
+def listener(address: str, local: Local) -> Listener:
+    """A `Listener` at `address` handing each connection to `local.accept_socket`."""
+    return Listener(address, local.accept_socket, local.listen_args, local.incarnation)
