@@ -40,7 +40,8 @@ from monarch._src.transport.channel import Channel, Listener
 from monarch._src.transport.socket_channel import SocketChannel
 from monarch._src.transport.tls import listen_scheme, tls_args, tls_enabled
 
-__all__ = ["Transport", "TransportFactory", "preload", "translate_error"]
+__all__ = ["BatchHandler", "LostHandler", "Transport", "TransportFactory", "preload",
+           "translate_error"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ def translate_error(exc: BaseException, addr: str) -> TransportError:
     """The one place where Dask and OS errors become monarch errors."""
     if isinstance(exc, TransportError):
         return exc
-    detail = f": {exc}" if str(exc) else ""
+    detail = f": {str(exc).removesuffix('.')}" if str(exc) else ""  # one period at the end
     closed = dask_comm.closed_errors  # empty until Dask was imported
     if closed and isinstance(exc, closed):
         return TransportError(f"The connection to {addr} was closed{detail}.")
