@@ -40,9 +40,13 @@ demo: $(STAMP)
 test: $(STAMP) lint
 	$(PY) -m pytest -q -p no:cacheprovider tests tutorials --nbval-lax --nbval-current-env
 
-# ruff with the rules chosen in pyproject.toml, over the whole tree (notebooks included).
+# The lint gate: ruff with the rules chosen in pyproject.toml over the whole tree (notebooks
+# included), then `mypy --strict` over monarch/ as tests/unit/test_typing.py runs it (settings in
+# pyproject.toml; incremental, so a second run takes seconds). .pre-commit-config.yaml runs the
+# same two commands.
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(PY) -m mypy --no-error-summary
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
