@@ -1,7 +1,7 @@
-"""Ordered, batched streams between procs over `distributed.comm`.
+"""Ordered, batched streams between procs.
 
-Each proc listens on one `distributed.comm` address and keeps one persistent outgoing comm per
-peer address. Everything a proc sends to a peer goes through that peer's `_Peer`: envelopes queue
+Each proc listens on one address and keeps one persistent outgoing connection per peer
+address. Everything a proc sends to a peer goes through that peer's `_Peer`: envelopes queue
 in order and a single writer task sends whatever accumulated while the previous write was in
 flight as one batch. One writer per peer gives per-(sender proc, receiver proc) FIFO, which is
 what Monarch's per-(sender actor, receiver actor) ordering needs.
