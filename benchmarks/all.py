@@ -10,7 +10,7 @@ wrapped with what makes it comparable later:
 
     {"benchmark": name, "command": [...], "commit": "<git HEAD>", "dirty": bool,
      "started_utc": "...", "wall_s": ..., "returncode": ..., "cpus": ...,
-     "load_before": [1, 5, 15 min], "load_after": [...], "report": {the program's JSON}}
+     "load_avg_1m_before": ..., "load_avg_1m_after": ..., "report": {the program's JSON}}
 
 A benchmark that fails, hangs past `--timeout` or prints no JSON still gets its file, with
 `report.error` and the tail of its stderr; the others still run, and the exit status is 1.
@@ -19,13 +19,15 @@ A benchmark that fails, hangs past `--timeout` or prints no JSON still gets its 
 worktree of an earlier commit) is measured in the same run by the programs that compare with an
 earlier checkout (`BEFORE`: the workloads' "before" system, the notebook interrupt's and the kernel
 restart's `--repo`).
+
+The load keys are `_report`'s (`load_avg_1m_before`/`_after`, the 1-minute average); result files
+written before it have `load_before`/`load_after`, each the 1, 5 and 15-minute averages.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import subprocess
 import sys
@@ -35,6 +37,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import run
+from _report import load_after, load_before, write_result
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -123,9 +126,9 @@ def run_one(name: str, bench: Benchmark, quick: bool, timeout: float,
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(REPO)
     started = datetime.datetime.now(datetime.timezone.utc)
-    load_before = os.getloadavg()
+    before_load = load_before()
     report = run.run_system(argv, env, timeout)
-    load_after = os.getloadavg()
+    after_load = load_after()
     return {
         "benchmark": name,
         "what": bench.what,
@@ -137,8 +140,8 @@ def run_one(name: str, bench: Benchmark, quick: bool, timeout: float,
         "wall_s": report.pop("wall_s"),
         "returncode": report.pop("returncode"),
         "cpus": os.cpu_count(),
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in load_after],
+        **before_load,
+        **after_load,
         "report": report,
     }
 
@@ -187,9 +190,8 @@ def main(argv: list[str] | None = None) -> int:
         _log(f"{name}: {bench.script} ({bench.what}); load {os.getloadavg()[0]:.2f}")
         t0 = time.perf_counter()
         record = run_one(name, bench, args.quick, args.timeout, args.before)
-        date = record["started_utc"][:10]
-        path = out / f"{date}-{name}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
+        path = write_result(name, record, out,
+                            datetime.datetime.fromisoformat(record["started_utc"]))
         error = record["report"].get("error")
         if error or record["returncode"] != 0:
             failed.append(name)

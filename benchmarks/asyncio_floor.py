@@ -18,7 +18,6 @@ import argparse
 import asyncio
 import itertools
 import json
-import math
 import os
 import pickle
 import platform
@@ -32,6 +31,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from _report import percentile
 
 ALL_WORKLOADS = ("W1", "W2", "W3", "W4", "W5")
 COUNTS: dict[str, tuple[int, int]] = {
@@ -59,16 +60,11 @@ def _log(msg: str) -> None:
     print(f"[floor] {msg}", file=sys.stderr, flush=True)
 
 
-def _percentile(sorted_values: list[float], q: float) -> float:
-    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
-    return sorted_values[rank - 1]
-
-
 def _latency_summary(samples_ns: list[int]) -> dict[str, Any]:
     us = sorted(s / 1_000.0 for s in samples_ns)
     return {
-        "p50_us": round(_percentile(us, 50), 1),
-        "p99_us": round(_percentile(us, 99), 1),
+        "p50_us": round(percentile(us, 0.5), 1),
+        "p99_us": round(percentile(us, 0.99), 1),
         "mean_us": round(statistics.fmean(us), 1),
         "n": len(us),
     }

@@ -11,16 +11,19 @@ batch back per host), in alternating rounds. Per mode: the controller's envelope
 call (CALLs and relay controls), the bytes its transport wrote and read per call (every frame,
 heartbeats included), the controller's CPU time per call (all its threads), and the call()
 latency p50 / p99 (µs).
+The load is `_report`'s `load_avg_1m_before`/`load_avg_1m_after` (reports before it had
+`load_before`/`load_after`, the 1, 5 and 15-minute averages).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from typing import Any
+
+from _report import load_after, load_before
 
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch._src.runtime.envelope import CALL, CONTROL
@@ -112,7 +115,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "workload": f"call() to {args.hosts} loopback hosts x {args.procs} procs",
         "pad_bytes": args.pad, "calls_per_round": args.calls, "rounds": args.rounds,
-        "load_before": os.getloadavg(),
+        **load_before(),
     }
     workers = LocalWorkers(args.hosts)
     try:
@@ -137,7 +140,7 @@ def main() -> None:
             report[mode] = {k: round(statistics.median(v), 1) for k, v in figures.items()}
         report["tree_vs_flat"] = {
             k: round(report["auto"][k] / report["off"][k], 3) for k in keys if report["off"][k]}
-        report["load_after"] = os.getloadavg()
+        report.update(load_after())
     finally:
         hosts.shutdown().get(timeout=60)
         workers.close()

@@ -41,8 +41,9 @@ Figures (the value a correct runtime must have in brackets):
 * `affected_outcomes`: values / SupervisionError / other errors among the affected calls.
 * `leaked_pids` ({}): per namespace, processes still alive `EXIT_GRACE` seconds after the final
   shutdown (the workers exit on it; every proc, repaired or not, must be gone).
-* `faults`: each fault with its wave, victim, time and repair time; `wall_s`, `load_before`,
-  `load_after`, `commit`.
+* `faults`: each fault with its wave, victim, time and repair time; `wall_s`,
+  `load_avg_1m_before`, `load_avg_1m_after` (`_report`'s; reports before it had `load_before`/
+  `load_after`, the 1, 5 and 15-minute averages), `commit`.
 
 Needs root and iproute2: without them the report is only `{"skipped": why}`. Asserts nothing:
 it exits 0 whenever it could print its figures.
@@ -67,7 +68,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO))
+# The repository (for tests.hosts.netns) and this folder (for _report, also when a test imports
+# this module as benchmarks.chaos_soak).
+sys.path[:0] = [str(REPO), str(HERE)]
+
+from _report import load_after, load_before, percentile  # noqa: E402
 
 import monarch.actor  # noqa: E402
 from monarch._rust_bindings.monarch_hyperactor.supervision import SupervisionError  # noqa: E402
@@ -91,14 +96,6 @@ EXIT_GRACE = 10.0
 FAULT_AT = (0.10, 0.50)
 KINDS = ("proc_kill", "host_kill", "net_cut")
 PROCS_PER_HOST = 2
-
-
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an ascending list; None when it is empty."""
-    if not sorted_values:
-        return None
-    index = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values) + 0.5) - 1))
-    return sorted_values[index]
 
 
 def process_gone(pid: int) -> bool:
@@ -491,13 +488,12 @@ def main() -> int:
         parser.error("--calls and --wave must be positive, --faults-per-kind not negative")
     why = cannot_make_namespaces()
     if why is not None:  # a report still, so that all.py records why instead of failing
-        json.dump({"skipped": why, "commit": commit(), "load_before": os.getloadavg()},
-                  sys.stdout)
+        json.dump({"skipped": why, "commit": commit(), **load_before()}, sys.stdout)
         sys.stdout.write("\n")
         return 0
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
     args.seed = seed
-    load_before = os.getloadavg()
+    before_load = load_before()
     log_path = args.log or tempfile.mkstemp(prefix="chaos-soak-", suffix=".log")[1]
     spaces = Namespaces(2)
     try:
@@ -505,8 +501,7 @@ def main() -> int:
             report = run_soak(args, spaces, log)
     finally:
         spaces.close()
-    report.update(seed=seed, commit=commit(), load_before=load_before,
-                  load_after=os.getloadavg(), worker_log=log_path)
+    report.update(seed=seed, commit=commit(), **before_load, **load_after(), worker_log=log_path)
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")
     sys.stdout.flush()

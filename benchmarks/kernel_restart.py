@@ -23,10 +23,11 @@ Three kinds of restart, `--runs` times each:
 Reported per kind, p50 and max of: `procs_gone_s`, from the restart request until the last of
 those pids ended (the figure this benchmark is about); `kernel_gone_s`, until the old kernel
 process ended; `restart_s`, until `restart_kernel` returned (a new kernel process started);
-`ready_s`, until the new kernel answered a `kernel_info` request. With the load
-(`os.getloadavg()`) before and after. `--repo DIR` runs the kernel against another checkout
-(e.g. the commit before a change, as a git worktree) for a before/after comparison in one run.
-Prints one JSON report.
+`ready_s`, until the new kernel answered a `kernel_info` request. With the load before and
+after (`_report`'s `load_avg_1m_before`/`_after`; reports before it had `load_before`/
+`load_after`, the 1, 5 and 15-minute averages). `--repo DIR` runs the kernel against another
+checkout (e.g. the commit before a change, as a git worktree) for a before/after comparison in
+one run. Prints one JSON report.
 
     .venv/bin/python benchmarks/kernel_restart.py [--runs 5] [--repo DIR ...]
 """
@@ -44,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _report import load_after, load_before
 from notebook_interrupt import until_idle  # same folder: the wait for a cell's end
 
 REPO = Path(__file__).resolve().parents[1]
@@ -202,10 +204,10 @@ def main() -> None:
                         help="another checkout to measure (repeatable); this one is always last")
     args = parser.parse_args()
     report: dict[str, Any] = {"workload": "kernel restart", "runs": args.runs,
-                              "cpus": os.cpu_count(), "load_before": os.getloadavg()}
+                              "cpus": os.cpu_count(), **load_before()}
     for repo in [*map(Path, args.repo), REPO]:
         report[str(repo)] = measure(repo, args.runs, args.deadline)
-    report["load_after"] = os.getloadavg()
+    report.update(load_after())
     json.dump(report, sys.stdout, indent=2)
     print()
 

@@ -13,7 +13,9 @@ Jupyter's stop button sends). Reported per kind, median of `--runs`:
 * `error_lines`: lines of traceback the interrupted cell shows.
 
 `--repo DIR` runs the kernel against another checkout (e.g. the commit before a change, as a git
-worktree) for a before/after comparison in one run. Prints one JSON report (with the load).
+worktree) for a before/after comparison in one run. Prints one JSON report (with the load:
+`_report`'s `load_avg_1m_before`/`_after`; reports before it had `load_before`/`load_after`, the
+1, 5 and 15-minute averages).
 
     .venv/bin/python benchmarks/notebook_interrupt.py [--runs 3] [--repo DIR ...]
 """
@@ -29,6 +31,8 @@ import textwrap
 import time
 from pathlib import Path
 from typing import Any
+
+from _report import load_after, load_before
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -145,10 +149,10 @@ def main() -> None:
                         help="another checkout to measure (repeatable); this one is always last")
     args = parser.parse_args()
     report: dict[str, Any] = {"workload": "notebook interrupt", "runs": args.runs,
-                              "load_before": os.getloadavg()}
+                              **load_before()}
     for repo in [*map(Path, args.repo), REPO]:
         report[str(repo)] = measure(repo, args.runs)
-    report["load_after"] = os.getloadavg()
+    report.update(load_after())
     json.dump(report, sys.stdout, indent=2)
     print()
 

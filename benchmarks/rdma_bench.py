@@ -44,6 +44,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _report import load_after, load_before
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 NBYTES = 64 << 20
@@ -246,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     base = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",
                                                             "MONARCH_RDMA_FORCE_PLANE")}
-    report: dict[str, Any] = {}
+    report: dict[str, Any] = load_before()
     ours_py = REPO / ".venv" / "bin" / "python"
     peer_py = HERE / ".venv-torchmonarch" / "bin" / "python"
     flags = ["--repeats", str(repeats)]
@@ -308,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         "tcp_vs_raw_socket_>=0.6": {"read": met(r["tcp_read_vs_raw_socket"], 0.6),
                                     "write": met(r["tcp_write_vs_raw_socket"], 0.6)},
     }
+    report.update(load_after())
     print(json.dumps(report), flush=True)
     return 0
 

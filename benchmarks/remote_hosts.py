@@ -17,6 +17,8 @@ import statistics
 import time
 from typing import Any
 
+from _report import load_after, load_before
+
 from monarch._src.hosts.local_workers import LocalWorkers
 from monarch.actor import Actor, attach_to_workers, endpoint, this_host
 
@@ -46,7 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=1000, help="call_one samples per target")
     args = parser.parse_args()
-    report: dict[str, Any] = {"workload": "remote hosts (2 loopback monarch workers)"}
+    report: dict[str, Any] = {"workload": "remote hosts (2 loopback monarch workers)",
+                              **load_before()}
     local = this_host().spawn_procs().spawn("local", Echo)
     report["call_one_p50_us_this_host"] = round(_latency_us(local, args.calls), 1)
     t = time.perf_counter()
@@ -79,6 +82,7 @@ def main() -> None:
         report["shutdown_2_hosts_ms"] = _ms(t)
     finally:
         workers.close()
+    report.update(load_after())
     print(json.dumps(report, indent=1), flush=True)
 
 

@@ -1,6 +1,8 @@
 """A real venv on a host: remote-mounted (`remote_mount`) against copied (`sync_workspace`).
 
-Prints one JSON report; asserts nothing. Run from the repository root:
+Prints one JSON report; asserts nothing. Its load is `_report`'s `load_avg_1m_before`/
+`load_avg_1m_after` (reports before it had `load: {before, after}`, each the 1, 5 and 15-minute
+averages). Run from the repository root:
 
     .venv/bin/python benchmarks/remote_mount.py [--source .venv] [--module torch]
 
@@ -30,6 +32,8 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+from _report import load_after, load_before
 
 from monarch._src.job.process import ProcessJob
 from monarch._src.job.workspace import sync_workspace
@@ -76,7 +80,7 @@ def main() -> None:
     source = os.path.abspath(args.source)
     python_rel = "bin/python"
     work = tempfile.mkdtemp(prefix="monarch-bench-mount-")
-    load_before = os.getloadavg()
+    before_load = load_before()
     runs: dict[str, dict[str, Any]] = {}
     job = ProcessJob({"hosts": 1})
     try:
@@ -113,8 +117,7 @@ def main() -> None:
     print(json.dumps({
         "benchmark": "remote_mount", "source": source, "source_bytes": source_bytes,
         "module": args.module, "hosts": 1, "cpus": os.cpu_count(),
-        "load": {"before": [round(x, 2) for x in load_before],
-                 "after": [round(x, 2) for x in os.getloadavg()]},
+        **before_load, **load_after(),
         "runs": runs,
         "ratios_mount_over_copy": {
             "cold_total": ratio("mount_cold", "copy_cold", "total_s"),

@@ -18,7 +18,9 @@ publish copy for `rdma`, and the sync's share of the loop's time. `ratios` gives
 the sync (with and without the publish copy counted on the RDMA side) and rdma/endpoint for
 steps/s. Both methods run the same seeded computation, so `same_trajectory` checks they trained
 identically, and `weights_match` that the generators held the trainer's weights bitwise at the
-end of every run.
+end of every run. The load (overall and per run) is `_report`'s `load_avg_1m_before`/
+`load_avg_1m_after` (reports before it had `load_before`/`load_after`, the 1, 5 and 15-minute
+averages).
 """
 
 from __future__ import annotations
@@ -39,16 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "cookbook"))
 
 import rl_transformer as rl
 import torch
+from _report import LOAD_AFTER, LOAD_BEFORE, load_after, load_before
 
 from monarch.rdma import RDMATcpFallbackWarning, get_rdma_backend
 
 REPO = Path(__file__).resolve().parent.parent
 
 METHODS = ("rdma", "endpoint")
-
-
-def _load() -> list[float]:
-    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _commit() -> str:
@@ -69,7 +68,7 @@ def _ms(values: list[float], q: float) -> float:
 
 def run_method(method: str, name: str, steps: int, warmup: int) -> dict[str, Any]:
     """One run of the loop with one sync method: its per-step records (after warm-up)."""
-    load_before = _load()
+    before_load = load_before()
     started = time.perf_counter()
     run = rl.RLRun(method, name=name)
     try:
@@ -80,7 +79,7 @@ def run_method(method: str, name: str, steps: int, warmup: int) -> dict[str, Any
     return {"records": records[warmup:], "all_rewards": [r["reward"] for r in records],
             "all_losses": [r["loss"] for r in records], "weights_match": match,
             "wall_s": round(time.perf_counter() - started, 2),
-            "load_before": load_before, "load_after": _load()}
+            **before_load, **load_after()}
 
 
 def summarise(runs: list[dict[str, Any]], method: str) -> dict[str, Any]:
@@ -99,7 +98,7 @@ def summarise(runs: list[dict[str, Any]], method: str) -> dict[str, Any]:
         # so a steps/s ratio far from what this implies is the shared machine's noise.
         "sync_share_of_step": round(sum(sync) / sum(r["step_s"] for r in records), 4),
         "weights_match": all(run["weights_match"] for run in runs),
-        "rounds": [{k: run[k] for k in ("wall_s", "load_before", "load_after")} for run in runs],
+        "rounds": [{k: run[k] for k in ("wall_s", LOAD_BEFORE, LOAD_AFTER)} for run in runs],
     }
     if method == "rdma":
         out["publish_p50_ms"] = _ms([r["publish_s"] for r in records], 0.5)
@@ -124,7 +123,7 @@ def main() -> None:
     params = sum(p.numel() for p in rl.Policy().parameters())
     report: dict[str, Any] = {
         "workload": "GRPO loop, 2 generators + 1 trainer, weight sync per step",
-        "commit": _commit(), "cpus": os.cpu_count(), "load_before": _load(),
+        "commit": _commit(), "cpus": os.cpu_count(), **load_before(),
         "rdma_backend": get_rdma_backend(),
         "model": {"parameters": params, "bytes": params * 4, "layers": rl.LAYERS,
                   "d_model": rl.D_MODEL, "vocab": rl.VOCAB},
@@ -153,7 +152,7 @@ def main() -> None:
         for a, b in zip(runs["rdma"], runs["endpoint"]))
     report["reward_first_last"] = [runs["rdma"][0]["all_rewards"][0],
                                    runs["rdma"][0]["all_rewards"][-1]]
-    report["load_after"] = _load()
+    report.update(load_after())
     print(json.dumps(report, indent=1), flush=True)
 
 

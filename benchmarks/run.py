@@ -16,7 +16,9 @@ Systems:
 Each system runs in its own process group with a timeout; a system that fails, hangs or prints
 no JSON becomes {"error": ...} in the report and the other systems still run. The targets are
 those of shared/PERFORMANCE.md, checked as ratios measured side by side in this one run. This
-program prints numbers; it never fails because a target is missed.
+program prints numbers; it never fails because a target is missed. The load is `_report`'s
+1-minute average: `load_avg_1m_before` at the start, and per system `load_avg_1m_after` (reports
+before it had `load_average_at_start` and `load_average_after`, the 1, 5 and 15-minute averages).
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from _report import load_after, load_before
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -301,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         "quick": args.quick,
         "workloads": args.only,
         "host": {"python": platform.python_version(), "cpus": os.cpu_count()},
-        "load_average_at_start": os.getloadavg(),
+        **load_before(),
     }
     commands = _commands(args)
     for system in systems:
@@ -315,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         report[system] = run_system(argv_, env, timeout)
         status = report[system].get("error", "ok")
         _log(f"{system}: {status} ({report[system]['wall_s']} s)")
-        report[system]["load_average_after"] = os.getloadavg()
+        report[system].update(load_after())
 
     report["ratios"] = {
         "note": "ratio = first system's figure / second's; 'better' says which way is good",

@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _report import load_after, load_before
+
 from monarch._src.transport.serialization import dumps, loads
 
 _PAYLOAD_BYTES = 64 * 1024 * 1024
@@ -63,6 +65,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=21)
     args = parser.parse_args()
+    before = load_before()
 
     import numpy as np
     import torch
@@ -94,6 +97,7 @@ def main() -> None:
             _median_seconds(_round_trip_readonly(tensor), args.repeats)
         ),
     }
+    result.update(before, **load_after())
     print(json.dumps(result))
 
 

@@ -20,6 +20,10 @@ from the real workers by a remote function that sums the distinct storages of th
 values after every command, against the simulator's peak of the same step. A hand-counted
 program also checks the memory model exactly.
 
+The load of each calibration and measurement is `_report`'s 1-minute average, `load_avg_1m`
+(reports before it named it `load_average_1min`), and the whole run's `load_avg_1m_before`/
+`load_avg_1m_after`.
+
 Usage: .venv/bin/python benchmarks/simulator_validation.py [--rounds N] [--steps N]
        [--warmup N] [--size full|tiny] [--models mlp,transformer,convnet]
 """
@@ -39,6 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch
+from _report import load_after, load_avg_1m, load_before
 from simval_models import MODELS, SIZES, train_step
 
 DIM = "gpus"  # the real mesh's dimension; the simulated mesh's is "gpu"
@@ -206,17 +211,17 @@ def validate(rounds: int, steps: int, warmup: int, size: str = "full",
             threads = threads_per_worker(2, os.cpu_count() or 1)
             remote("torch.set_num_threads", propagate=lambda n: None)(threads)
         for r in range(rounds):
-            load = os.getloadavg()[0]
+            load = load_avg_1m()
             profiles = {"engine": engine_profile(procs),
                         "cpu": cpu_profile(refresh=True, workers=2)}
-            calibrations.append({"round": r, "load_average_1min": load,
+            calibrations.append({"round": r, "load_avg_1m": load,
                                  **{k: _describe(p) for k, p in profiles.items()}})
             order = cases if r % 2 == 0 else cases[::-1]  # interleave against drift
             for name, batch in order:
                 model = MODELS[name]
                 cfg = SIZES[size][name][0]
                 real, real_peak = measure_real(procs, model, cfg, batch, steps, warmup)
-                entry: dict[str, Any] = {"round": r, "load_average_1min": os.getloadavg()[0],
+                entry: dict[str, Any] = {"round": r, "load_avg_1m": load_avg_1m(),
                                          "measured_step_s": statistics.median(real),
                                          "measured_peak_bytes": real_peak}
                 for key, profile in profiles.items():
@@ -296,7 +301,9 @@ def main() -> None:
     unknown = set(models) - set(MODELS)
     if unknown:
         parser.error(f"unknown model(s) {sorted(unknown)}; choose from {list(MODELS)}")
+    before = load_before()
     report = validate(args.rounds, args.steps, args.warmup, args.size, models, args.breakdown)
+    report.update(before, **load_after())
     print(json.dumps(report, indent=2))
 
 

@@ -33,6 +33,10 @@ Figures (what they must be on a correct runtime in brackets):
 * `procs_left_alive` ([]): pids of the procs still running (zombies count as gone) five
   seconds after `procs.stop()` returned.
 * `wall_s`, `issue_s` (issuing all calls), `stop_s` (`procs.stop()`).
+* `load_avg_1m_before`, `load_avg_1m_after`: `_report`'s load record around the soak.
+
+The percentiles are `_report.percentile`'s nearest rank (before it, one rank higher when q times
+the count was an odd whole number).
 
 This program asserts nothing; it exits 0 whenever it could print its figures.
 """
@@ -51,6 +55,8 @@ import sys
 import threading
 import time
 from typing import Any
+
+from _report import load_after, load_before, percentile
 
 import monarch.actor
 from monarch._src.hosts.local import local_agent
@@ -123,14 +129,6 @@ def wait_gone(pids: list[int], timeout: float) -> list[int]:
         if not alive or time.monotonic() >= deadline:
             return alive
         idle.wait(0.05)
-
-
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile of an ascending list; None when it is empty."""
-    if not sorted_values:
-        return None
-    index = max(0, min(len(sorted_values) - 1, round(q * len(sorted_values) + 0.5) - 1))
-    return sorted_values[index]
 
 
 def soak(calls: int, kills: int, nprocs: int, seed: int) -> dict[str, Any]:
@@ -313,7 +311,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=None, help="seed of the kill schedule")
     args = parser.parse_args()
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    before = load_before()
     report = soak(args.calls, args.kills, args.procs, seed)
+    report.update(before, **load_after())
     report["seed"] = seed
     json.dump(report, sys.stdout, indent=2)
     sys.stdout.write("\n")

@@ -6,17 +6,21 @@
 Prints one JSON object: per mode, the median over repeats of the p50 and p99 round trip (µs),
 the ratio on/off, and the load average before and after. To check that telemetry *off* costs
 nothing against a commit without it, run this script from that commit's tree too (same
-machine, back to back) and compare the "off" figures.
+machine, back to back) and compare the "off" figures. The load is `_report`'s
+`load_avg_1m_before`/`load_avg_1m_after` (reports before it named the same 1-minute averages
+`load_before`/`load_after`). The percentiles are `_report.percentile`'s nearest rank (before it,
+the value just above the rank when q times the sample count was a whole number).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import time
 from typing import Any
+
+from _report import load_after, load_before, percentile
 
 from monarch.actor import Actor, endpoint
 from monarch.job import ProcessJob
@@ -26,11 +30,6 @@ class Echo(Actor):
     @endpoint
     def echo(self, x: int) -> int:
         return x
-
-
-def _percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def _measure(telemetry: bool, calls: int, repeats: int) -> dict[str, float]:
@@ -52,8 +51,8 @@ def _measure(telemetry: bool, calls: int, repeats: int) -> dict[str, float]:
                 start = time.perf_counter()
                 actor.echo.call_one(i).get()
                 times.append((time.perf_counter() - start) * 1e6)
-            p50s.append(_percentile(times, 0.5))
-            p99s.append(_percentile(times, 0.99))
+            p50s.append(percentile(times, 0.5))
+            p99s.append(percentile(times, 0.99))
         return {"p50_us": round(statistics.median(p50s), 1),
                 "p99_us": round(statistics.median(p99s), 1)}
     finally:
@@ -65,9 +64,8 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    load_before = os.getloadavg()[0]
     report: dict[str, Any] = {"benchmark": "sql_telemetry_cost", "calls": args.calls,
-                              "repeats": args.repeats, "load_before": load_before}
+                              "repeats": args.repeats, **load_before()}
     try:
         import monarch._src.job.telemetry_config  # noqa: F401
         modes = {"off": False, "on": True}
@@ -77,7 +75,7 @@ def main() -> None:
         report[name] = _measure(on, args.calls, args.repeats)
     if "on" in report:
         report["on_over_off_p50"] = round(report["on"]["p50_us"] / report["off"]["p50_us"], 3)
-    report["load_after"] = os.getloadavg()[0]
+    report.update(load_after())
     print(json.dumps(report))
 
 

@@ -18,6 +18,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _report import load_after, load_before
+
 from monarch._src.mesh import telemetry
 
 
@@ -71,7 +73,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
     available = telemetry.OTEL
-    report: dict[str, Any] = {"otel_installed": available}
+    report: dict[str, Any] = {"otel_installed": available, **load_before()}
     telemetry.OTEL = False
     report["without_otel"] = _suite(args.calls, args.repeats)
     if available:
@@ -96,6 +98,7 @@ def main() -> None:
     base = report["without_otel"]["bare_call_ns"]
     report["without_otel_overhead_ns"] = {
         k: round(v - base, 1) for k, v in report["without_otel"].items() if k != "bare_call_ns"}
+    report.update(load_after())
     print(json.dumps(report, indent=2))
 
 

@@ -7,17 +7,20 @@ A `ProcessJob({"hosts": 1})` with `enable_telemetry(TelemetryConfig(include_dash
 (and the mesh admin API it brings), two actors, 20 `call`s; then, as a user would: the table
 catalog (information_schema), status counts, the number of messages the workers handled, the
 dashboard page (status and title) and the admin API's tree. Prints one JSON object.
+The load is `_report`'s `load_avg_1m_before`/`load_avg_1m_after` (reports before it named
+the same 1-minute averages `load_before`/`load_after`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
 import urllib.request
 from typing import Any
+
+from _report import load_after, load_before
 
 from monarch.actor import Actor, endpoint
 from monarch.config import configured
@@ -49,7 +52,7 @@ def _get(url: str) -> tuple[int, str]:
 
 def main() -> None:
     report: dict[str, Any] = {"benchmark": "telemetry_probe", "python": sys.executable,
-                              "load_before": os.getloadavg()[0]}
+                              **load_before()}
     with configured(mesh_admin_addr="[::]:0"):
         job = ProcessJob({"hosts": 1}).enable_telemetry(
             TelemetryConfig(include_dashboard=True, dashboard_port=0))
@@ -88,7 +91,7 @@ def main() -> None:
         finally:
             for host_mesh in state._hosts.values():
                 host_mesh.shutdown().get(timeout=30)
-    report["load_after"] = os.getloadavg()[0]
+    report.update(load_after())
     print(json.dumps(report))
 
 

@@ -26,6 +26,8 @@ import sys
 import time
 from typing import Any
 
+from _report import load_after, load_before
+
 MIB16 = 16 * 1024 * 1024 // 4  # float32 elements in 16 MiB
 
 
@@ -95,6 +97,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smaller smoke run")
     parser.add_argument("--repeats", type=int, default=0, help="samples per figure")
     args = parser.parse_args()
+    before = load_before()
     repeats = args.repeats or (3 if args.quick else 9)
 
     import torch
@@ -146,7 +149,8 @@ def main() -> None:
         raw.close()
     result["reduce_ratio"] = result["reduce_ms"] / result["gloo_allreduce_ms"]
     result["reduce_inplace_ratio"] = result["reduce_inplace_ms"] / result["gloo_allreduce_ms"]
-    print(json.dumps({"system": "monarch-dask", "quick": args.quick, "W8": result}))
+    print(json.dumps({"system": "monarch-dask", "quick": args.quick, "W8": result, **before,
+                      **load_after()}))
     sys.stdout.flush()
 
 

@@ -23,7 +23,9 @@ with the load and the commit) and the printed tables give per file: the tests th
 both, on torchmonarch only, on ours only, on neither, or why the file was not collected (the
 first line of the import error); the totals; and per example, what happened on each side.
 Examples run with no GPU visible (CUDA_VISIBLE_DEVICES=""): those that need one are recorded
-as `needs GPU`, not as failures of either side.
+as `needs GPU`, not as failures of either side. The load keys are `_report`'s
+(`load_avg_1m_before`/`_after`); files written before it have `load_before`/`load_after` (the
+1, 5 and 15-minute averages).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import datetime
-import json
 import os
 import re
 import shutil
@@ -48,6 +49,7 @@ from typing import Any, NamedTuple
 
 import all as bench_all
 import run
+from _report import load_after, load_before, write_result
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -424,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     # What ours was at the start: a run takes long enough for commits to land meanwhile.
     commit = bench_all._git("rev-parse", "HEAD")
     dirty = bool(bench_all._git("status", "--porcelain", "--untracked-files=no"))
-    load_before = os.getloadavg()
+    before_load = load_before()
     t0 = time.perf_counter()
     deadline = time.monotonic() + args.total_timeout
     tmp = Path(tempfile.mkdtemp(prefix="monarch-upstream-"))
@@ -531,14 +533,12 @@ def main(argv: list[str] | None = None) -> int:
         "started_utc": started.isoformat(timespec="seconds"),
         "wall_s": round(time.perf_counter() - t0, 1),
         "cpus": os.cpu_count(),
-        "load_before": [round(x, 2) for x in load_before],
-        "load_after": [round(x, 2) for x in os.getloadavg()],
+        **before_load,
+        **load_after(),
         "report": report,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
     label = f"-{args.label}" if args.label else ""
-    path = args.out / f"{record['started_utc'][:10]}-upstream{label}.json"
-    path.write_text(json.dumps(record, indent=1) + "\n")
+    path = write_result(f"upstream{label}", record, args.out, started)
     _log(f"-> {path}")
     return 0
 

@@ -21,7 +21,9 @@ process descended from this one (zygotes, host agents, procs), which is what the
 With `--here` it measures the system of the interpreter running it; without, it runs itself with
 `--here` once per N and system, in a fresh interpreter each time, the systems alternating at each
 N (interpreters and environments as `run.py` picks them), a failed run tried again `--retries`
-times (its errors kept under `failed_attempts`), and adds the load around each run, the ratios
+times (its errors kept under `failed_attempts`), and adds the load around each run (`_report`'s
+`load_avg_1m_before`/`_after`; reports before it had `load_before`/`load_after`, the 1, 5 and
+15-minute averages), the ratios
 ours/torchmonarch per N and the issue's targets at the largest N.
 
 Part (b) is in `w7_sim.py` (internal API of this package).
@@ -43,6 +45,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import workloads as wl  # (same folder: its helpers and its system detection)
+from _report import load_after, load_before
 
 from monarch.actor import Actor, endpoint, this_host
 
@@ -215,12 +218,12 @@ def side_by_side(args: argparse.Namespace) -> dict[str, Any]:
             failures: list[str] = []
             for _attempt in range(1 + args.retries):
                 time.sleep(args.settle_s)  # let the previous run's procs finish exiting
-                load = os.getloadavg()
+                before = load_before()
                 child = run.run_system(argv, env, args.timeout)
                 entry = child.get(f"N{n}", {"error": child.get("error", "no figures")})
                 if "error" in child and "stderr_tail" in child:
                     entry["stderr_tail"] = child["stderr_tail"]
-                entry.update(load_before=load, load_after=os.getloadavg(), wall_s=child["wall_s"])
+                entry.update(before, **load_after(), wall_s=child["wall_s"])
                 if "error" not in entry:
                     break
                 failures.append(str(entry["error"])[:1000])
@@ -316,8 +319,10 @@ def main(argv: list[str] | None = None) -> int:
                          "venv, not torchmonarch's")
         import w7_sim
 
+        before = load_before()
         report = w7_sim.part_b(args.agents, args.hosts, args.per_host, args.calls,
                                args.agent_transport)
+        report.update(before, **load_after())
     print(json.dumps(report), flush=True)
     failed = any(isinstance(v, dict) and "error" in v for v in report.values())
     return 1 if failed else 0

@@ -132,7 +132,7 @@ def test_the_benchmark_reports_both_syncs() -> None:
         figures = report[method]
         assert figures["steps"] == 2 and figures["weights_match"] is True
         assert 0 < figures["sync_p50_ms"] <= figures["sync_p90_ms"] <= figures["step_p50_ms"] * 2
-        assert len(figures["rounds"][0]["load_before"]) == 3
+        assert isinstance(figures["rounds"][0]["load_avg_1m_before"], float)
     assert report["same_trajectory"] is True
     assert report["ratios"]["sync_p50_endpoint_over_rdma"] > 0
     assert len(report["commit"]) == 40
