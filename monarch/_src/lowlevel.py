@@ -16,8 +16,11 @@ home module, where its documentation lives:
 * Ports (`runtime/ports.py`): `PortEntry`, the base of every port-table entry (subclass it and
   `runtime.open_port(entry)`), and the stock entries `OncePort`, `GatherPort`, `StreamPort`;
   `decode_reply`.
-* Envelopes (`runtime/envelope.py`): the typed records `Call`, `PortMsg`, `Control` and their
-  kinds, `encode`/`decode` of payloads.
+* Envelopes (`runtime/envelope.py`): the typed records `Call`, `PortMsg` and their kinds,
+  `encode`/`decode` of payloads.
+* Control operations (`runtime/control.py`): `@control_op(name)` declares a `NamedTuple` as
+  one; `control(record, reply)` is its envelope; `op_name`; a feature registers its handlers
+  with `rt.mailbox.control.register(Record, handler)`.
 * The runtime (`runtime/runtime.py`): `get_runtime()`, `runtime_if_started()`, `Runtime` (its
   `shutdown_hooks`, control handlers), `on_start` (functions run on every runtime this process
   starts: where features register their control operations; `install_on_start(hook)` registers
@@ -57,15 +60,14 @@ from monarch._src.mesh.context import current_hosted
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable, agents, forget, register
 from monarch._src.mesh.proc_mesh import mesh_id, proc_table, root_of
 from monarch._src.mesh.rank_state import Health, RankState, actor_rank_state, proc_rank_state
+from monarch._src.runtime.control import control, control_op, op_name
 from monarch._src.runtime.envelope import (
     CALL,
-    CONTROL,
     PORT,
     PORT_CLOSED,
     PORT_ERROR,
     PORT_VALUE,
     Call,
-    Control,
     PortMsg,
     decode,
     encode,
@@ -77,7 +79,6 @@ from monarch._src.runtime.future import (
     loop_running_here,
     quiet_blocking_on,
 )
-from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.ports import GatherPort, OncePort, PortEntry, StreamPort, decode_reply
 from monarch._src.runtime.progress import (
     LARGE_TRANSFER,
@@ -108,9 +109,7 @@ from monarch._src.transport.tls import ssl_contexts, tls_enabled
 
 __all__ = [
     "CALL",
-    "CONTROL",
     "LARGE_TRANSFER",
-    "PENDING_PREFIX",
     "PORT",
     "PORT_CLOSED",
     "PORT_ERROR",
@@ -120,7 +119,6 @@ __all__ = [
     "Call",
     "CallProgress",
     "CastPlan",
-    "Control",
     "EndpointTarget",
     "Future",
     "GatherPort",
@@ -145,6 +143,8 @@ __all__ = [
     "casting",
     "check",
     "check_timeout",
+    "control",
+    "control_op",
     "current_hosted",
     "decode",
     "decode_reply",
@@ -159,6 +159,7 @@ __all__ = [
     "loop_running_here",
     "mesh_id",
     "on_start",
+    "op_name",
     "owned_name",
     "plan",
     "post_call",

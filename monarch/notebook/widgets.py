@@ -255,8 +255,8 @@ class SpawnProgress(ProgressBar):
     def refresh(self) -> None:
         """Read how many procs are up now and update the bar and label."""
         with self._lock:
-            keys = self._table.keys
-            self._progress.update(sum(1 for g in self._ranks if not keys[g].startswith("pending:")))
+            table = self._table
+            self._progress.update(sum(1 for g in self._ranks if table.is_up(g)))
             ready = self._table.ready
             if ready.done():
                 self._progress.close(ready.exception(), detail="ready")

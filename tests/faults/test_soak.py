@@ -287,6 +287,7 @@ import threading
 import monarch.actor
 import monarch._src.hosts.local as local
 import monarch._src.hosts.zygote_client as zygote_client
+from monarch._src.hosts.control_ops import ProcReady
 from monarch.actor import Actor, endpoint, this_host
 
 faults = []
@@ -303,19 +304,19 @@ monarch.actor.unhandled_fault_hook = record_fault
 
 agent = local.local_agent()
 control = agent.rt.mailbox.control
-proc_ready = control["proc_ready"]
+proc_ready = control.handler(ProcReady)
 ready = []
 all_ready = threading.Event()
 
 
-def counting_proc_ready(peer, args, reply):
-    proc_ready(peer, args, reply)
-    ready.append(args[0])
+def counting_proc_ready(peer, op, reply):
+    proc_ready(peer, op, reply)
+    ready.append(op.proc_id)
     if len(ready) == 2:
         all_ready.set()
 
 
-control["proc_ready"] = counting_proc_ready
+control.replace(ProcReady, counting_proc_ready)
 read_message = zygote_client.read_message
 
 

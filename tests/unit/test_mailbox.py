@@ -12,11 +12,12 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
 from monarch._src.runtime import mailbox as mailbox_module
+from monarch._src.runtime.control import control, control_op
 from monarch._src.runtime.envelope import (
     CALL,
     CONTROL,
@@ -42,6 +43,19 @@ from monarch._src.supervision.errors import SupervisionError, TransportError
 
 WAIT = 5.0
 NO_RANK = (0, (), ())  # the cast rank of a call to a single actor
+
+
+@control_op("test_mailbox_hello")
+class _Hello(NamedTuple):
+    """A control operation of these tests: answered with a constant."""
+
+
+@control_op("test_mailbox_add")
+class _Add(NamedTuple):
+    """A control operation of these tests: answered with `a + b`."""
+
+    a: int
+    b: int
 
 
 class _FakeActor:
@@ -456,7 +470,7 @@ async def test_mailbox_control_to_dead_peer_replies_supervision_error(mailboxes:
     peer = "inproc://192.0.2.9/1/7"
     mb.mark_dead(peer, TransportError("gone"))
     entry = OncePort()
-    mb.post(peer, Control(CONTROL, "stop_proc", ("why",), mb.open_port(entry)))
+    mb.post(peer, control(_Add(1, 2), mb.open_port(entry)))
     with pytest.raises(SupervisionError, match="gone"):
         decode_reply(await _result(entry.cf))
 
@@ -541,9 +555,9 @@ async def test_mailbox_listener_closed_fails_ports_waiting_on_it(mailboxes: Any)
 
 async def test_mailbox_expected_exit_reports_given_error(mailboxes: Any) -> None:
     a, b = await mailboxes(), await mailboxes()
-    b.control["ping"] = lambda peer, args, reply: b.reply(reply, "pong")
+    b.control.register(_Hello, lambda peer, op, reply: b.reply(reply, "pong"))
     entry = OncePort()
-    a.post(b.address, Control(CONTROL, "ping", (), a.open_port(entry)))
+    a.post(b.address, control(_Hello(), a.open_port(entry)))
     assert decode_reply(await _result(entry.cf)) == "pong"
     a.expect_exit(b.address, SupervisionError("stopped on request"))
     pending = OncePort()
@@ -567,9 +581,9 @@ async def _connected_pair_with_delegate(
         return True  # "that process is watched; its watcher will report why it ended"
 
     a.lost_delegate = delegate
-    b.control["hello"] = lambda peer, args, reply: b.reply(reply, "hi")
+    b.control.register(_Hello, lambda peer, op, reply: b.reply(reply, "hi"))
     entry = OncePort()
-    a.post(b.address, Control(CONTROL, "hello", (), a.open_port(entry)))
+    a.post(b.address, control(_Hello(), a.open_port(entry)))
     assert decode_reply(await _result(entry.cf)) == "hi"  # b now holds a connection back to a
     return a, b, asked
 
@@ -583,7 +597,7 @@ async def test_mailbox_lost_delegate_holds_until_mark_dead(mailboxes: Any) -> No
     peer, err = await asyncio.wait_for(asked.get(), WAIT)
     assert peer == b.address
     assert isinstance(err, TransportError)
-    a.post(b.address, Control(CONTROL, "hello", (), None))  # the write to b fails...
+    a.post(b.address, control(_Hello()))  # the write to b fails...
     await asyncio.wait_for(asked.get(), WAIT)  # ...and the delegate is asked again
     call_reply = OncePort()
     a.post(b.address, _call("actor", None, reply=a.open_port(call_reply)))
@@ -614,31 +628,33 @@ async def test_mailbox_call_in_failed_write_rejected_after_mark_dead(mailboxes: 
 # ---- control operations --------------------------------------------------------------------------
 
 
-async def test_mailbox_control_op_dispatched_to_handler(mailboxes: Any) -> None:
+async def test_mailbox_control_op_dispatched_to_handler_as_record(mailboxes: Any) -> None:
     a, b = await mailboxes(), await mailboxes()
-    calls: list[tuple[str, tuple[Any, ...], Any]] = []
+    calls: list[tuple[str, _Add, Any]] = []
 
-    def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        calls.append((peer, args, reply))
-        b.reply(reply, sum(args))
+    def handler(peer: str, op: _Add, reply: Any) -> None:
+        calls.append((peer, op, reply))
+        b.reply(reply, op.a + op.b)
 
-    b.control["add"] = handler
+    b.control.register(_Add, handler)
     entry = OncePort()
     port = a.open_port(entry)
-    a.post(b.address, Control(CONTROL, "add", (2, 3), port))
+    a.post(b.address, control(_Add(2, 3), port))
     assert decode_reply(await _result(entry.cf)) == 5
-    assert calls == [(a.address, (2, 3), port)]
+    assert calls == [(a.address, _Add(2, 3), port)]
+    assert type(calls[0][1]) is _Add
 
 
 async def test_mailbox_control_op_unknown_logged(
     mailboxes: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     a, b = await mailboxes(), await mailboxes()
-    b.control["known"] = lambda peer, args, reply: b.reply(reply, "ok")
+    b.control.register(_Hello, lambda peer, op, reply: b.reply(reply, "ok"))
     entry = OncePort()
     with caplog.at_level(logging.ERROR, logger="monarch._src.runtime.mailbox"):
+        # What a newer peer sends: an operation this process has no record of.
         a.post(b.address, Control(CONTROL, "no_such_op", (), None))
-        a.post(b.address, Control(CONTROL, "known", (), a.open_port(entry)))
+        a.post(b.address, control(_Hello(), a.open_port(entry)))
         assert decode_reply(await _result(entry.cf)) == "ok"
     messages = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("unknown control operation 'no_such_op'" in m and a.address in m for m in messages)
@@ -649,16 +665,32 @@ async def test_mailbox_control_op_raising_logged_and_error_replied(
 ) -> None:
     mb = await mailboxes()
 
-    def broken(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def broken(peer: str, op: _Hello, reply: Any) -> None:
         raise ValueError("handler bug")
 
-    mb.control["broken"] = broken
+    mb.control.register(_Hello, broken)
     entry = OncePort()
     with caplog.at_level(logging.ERROR, logger="monarch._src.runtime.mailbox"):
-        mb.post(mb.address, Control(CONTROL, "broken", (), mb.open_port(entry)))
+        mb.post(mb.address, control(_Hello(), mb.open_port(entry)))
         with pytest.raises(ValueError, match="handler bug"):
             decode_reply(await _result(entry.cf))
-    assert any("control operation 'broken' failed" in r.getMessage() for r in caplog.records)
+    assert any("control operation 'test_mailbox_hello' failed" in r.getMessage()
+               for r in caplog.records)
+
+
+async def test_mailbox_control_op_with_other_fields_refused_and_error_replied(
+    mailboxes: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = await mailboxes(), await mailboxes()
+    b.control.register(_Add, lambda peer, op, reply: b.reply(reply, op.a + op.b))
+    entry = OncePort()
+    with caplog.at_level(logging.ERROR, logger="monarch._src.runtime.mailbox"):
+        # A peer whose `_Add` has a third field (another version of monarch).
+        a.post(b.address, Control(CONTROL, "test_mailbox_add", (1, 2, 3), a.open_port(entry)))
+        with pytest.raises(ValueError, match=r"3 fields where this process expects 2 \(a, b\)"):
+            decode_reply(await _result(entry.cf))
+    assert any("control operation 'test_mailbox_add' failed" in r.getMessage()
+               for r in caplog.records)
 
 
 async def test_mailbox_port_envelope_for_unknown_port_ignored(mailboxes: Any) -> None:

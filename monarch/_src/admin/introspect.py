@@ -26,11 +26,11 @@ import time
 import traceback
 from typing import Any
 
+from monarch._src.admin.control_ops import Introspect
 from monarch._src.lowlevel import (
-    CONTROL,
-    Control,
     OncePort,
     Runtime,
+    control,
     decode_reply,
     get_runtime,
 )
@@ -179,8 +179,8 @@ def local_introspect(rt: Runtime | None = None, frames: bool = False) -> dict[st
 def install_introspect(rt: Runtime) -> None:
     """Register the `introspect` control operation in `rt` and start its watcher."""
 
-    def handle(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        frames = bool(args[0]) if args else False
+    def handle(peer: str, op: Introspect, reply: Any) -> None:
+        frames = bool(op.frames)
 
         def answer() -> None:
             try:
@@ -190,7 +190,7 @@ def install_introspect(rt: Runtime) -> None:
 
         threading.Thread(target=answer, name="monarch-introspect", daemon=True).start()
 
-    rt.mailbox.control["introspect"] = handle
+    rt.mailbox.control.register(Introspect, handle)
     _watcher(rt).ensure_running()
 
 
@@ -202,7 +202,7 @@ def introspect(address: str, *, frames: bool = False, timeout: float = 10.0) -> 
         return local_introspect(rt, frames)
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (address,))
-    rt.mailbox.post(address, Control(CONTROL, "introspect", (frames,), port))
+    rt.mailbox.post(address, control(Introspect(frames), port))
     try:
         reply = entry.cf.result(timeout=timeout)
     except TimeoutError:

@@ -52,7 +52,7 @@ def _placed_tables() -> list[PlacedTable]:
 
 def collect() -> Snapshot:
     """A snapshot of this client's hosts, procs and actors (plain dicts and lists)."""
-    from monarch._src.lowlevel import PENDING_PREFIX, Health, actor_rank_state, proc_rank_state
+    from monarch._src.lowlevel import Health, actor_rank_state, proc_rank_state
     from monarch._src.mesh import traffic
 
     source = _paused_source
@@ -64,7 +64,7 @@ def collect() -> Snapshot:
             proc = proc_rank_state(table, rank)
             procs.append({"mesh": table.name, "rank": rank, "host": hosts[rank],
                           "pid": table.pids[rank],
-                          "address": "" if key.startswith(PENDING_PREFIX) else key,
+                          "address": key if table.is_up(rank) else "",
                           "state": proc.state.value, "detail": proc.detail})
         for mesh_key, name, _creator, ranks in list(table.actor_meshes):
             for rank, proc_rank in enumerate(ranks):
@@ -98,7 +98,7 @@ def collect() -> Snapshot:
 def find_proc(mesh: str, rank: int) -> str:
     """The address of the proc behind rank `rank` of the actor or proc mesh called `mesh`
     (`client` is this process)."""
-    from monarch._src.lowlevel import PENDING_PREFIX, Health, get_runtime, proc_rank_state
+    from monarch._src.lowlevel import Health, get_runtime, proc_rank_state
 
     if mesh in ("client", "root"):
         return get_runtime().address
@@ -114,7 +114,7 @@ def find_proc(mesh: str, rank: int) -> str:
                 raise ValueError(
                     f"Mesh {mesh} has no rank {rank}; its ranks are 0..{len(ranks) - 1}.")
             key = table.keys[ranks[rank]]
-            if key.startswith(PENDING_PREFIX):
+            if not table.is_up(ranks[rank]):
                 raise RuntimeError(f"Rank {rank} of mesh {mesh} has not started yet; try again.")
             proc = proc_rank_state(table, ranks[rank])
             if proc.state in (Health.FAILED, Health.STOPPED):

@@ -81,12 +81,7 @@ class Topology:
 
     def __init__(self, timeout: float = _INTROSPECT_TIMEOUT) -> None:
         from monarch._src.admin.model import _placed_tables
-        from monarch._src.lowlevel import (
-            PENDING_PREFIX,
-            actor_rank_state,
-            get_runtime,
-            proc_rank_state,
-        )
+        from monarch._src.lowlevel import actor_rank_state, get_runtime, proc_rank_state
 
         rt = get_runtime()
         self.timeout = timeout  # seconds each proc has to answer `ask`
@@ -103,7 +98,7 @@ class Topology:
             for rank, key in enumerate(table.keys):
                 proc_id = table.proc_ids[rank] if rank < len(table.proc_ids) else \
                     f"{table.name}-{rank}"
-                address = "" if key.startswith(PENDING_PREFIX) else key
+                address = key if table.is_up(rank) else ""
                 st = proc_rank_state(table, rank)
                 node = ProcNode(f"{proc_id}@{address or key}", hosts[rank], proc_id, address,
                                 table.name, rank, table.pids[rank], st.state.value, st.detail)

@@ -21,11 +21,11 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from monarch._src.admin.control_ops import Stacks
 from monarch._src.lowlevel import (
-    CONTROL,
-    Control,
     OncePort,
     Runtime,
+    control,
     decode_reply,
     get_runtime,
     install_on_start,
@@ -133,9 +133,8 @@ def _dump(rt: Runtime | None, use_py_spy: bool, skip_current: bool,
 def install_stacks(rt: Runtime) -> None:
     """Register the `stacks` control operation in `rt`."""
 
-    def stacks(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        use_py_spy = bool(args[0]) if args else True
-        as_json = bool(args[1]) if len(args) > 1 else False
+    def stacks(peer: str, op: Stacks, reply: Any) -> None:
+        use_py_spy, as_json = bool(op.py_spy), bool(op.py_spy_json)
 
         def answer() -> None:
             try:
@@ -145,7 +144,7 @@ def install_stacks(rt: Runtime) -> None:
 
         threading.Thread(target=answer, name="monarch-stacks", daemon=True).start()
 
-    rt.mailbox.control["stacks"] = stacks
+    rt.mailbox.control.register(Stacks, stacks)
 
 
 def dump_stacks(address: str, *, py_spy: bool = True, py_spy_json: bool = False,
@@ -157,7 +156,7 @@ def dump_stacks(address: str, *, py_spy: bool = True, py_spy_json: bool = False,
         return _dump(rt, py_spy, False, py_spy_json)
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (address,))
-    rt.mailbox.post(address, Control(CONTROL, "stacks", (py_spy, py_spy_json), port))
+    rt.mailbox.post(address, control(Stacks(py_spy, py_spy_json), port))
     try:
         reply = entry.cf.result(timeout=timeout)
     except TimeoutError:

@@ -38,7 +38,8 @@ from collections.abc import Callable
 from types import FrameType, TracebackType
 from typing import Any
 
-from monarch._src.lowlevel import CONTROL, Control, Runtime
+from monarch._src.debug.control_ops import DebugEnd, DebugOutput, DebugRegister
+from monarch._src.lowlevel import Runtime, control
 from monarch._src.mesh.context import current_rank
 
 __all__ = ["ActorPdb", "current_debugger", "debug_idle_timeout", "deliver_input", "end_call",
@@ -111,8 +112,8 @@ class _Channel:
         pieces, self._pieces = self._pieces, []
         if pieces or waiting:
             function, lineno = self.position()
-            self.rt.mailbox.post(self.root, Control(
-                CONTROL, "debug_output", (self.sid, pieces, waiting, function, lineno), None))
+            self.rt.mailbox.post(self.root, control(
+                DebugOutput(self.sid, pieces, waiting, function, lineno)))
 
     # -- stdin ------------------------------------------------------------------------------
     def readline(self) -> str:
@@ -138,7 +139,7 @@ class _Channel:
             return
         self.ended = True
         self.post()
-        self.rt.mailbox.post(self.root, Control(CONTROL, "debug_end", (self.sid, reason), None))
+        self.rt.mailbox.post(self.root, control(DebugEnd(self.sid, reason)))
         with _inputs_lock:
             _inputs.pop(self.sid, None)
 
@@ -171,7 +172,7 @@ def open_session(rt: Runtime, actor: Any, kind: str, where: str) -> _Channel:
         "address": rt.address,  # where debug_input goes
         "pid": os.getpid(),
     }
-    rt.mailbox.post(root, Control(CONTROL, "debug_register", (sid, details), None))
+    rt.mailbox.post(root, control(DebugRegister(sid, details)))
     return _Channel(rt, sid, root)
 
 

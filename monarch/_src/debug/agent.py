@@ -25,6 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.admin import stacks
+from monarch._src.debug.control_ops import (
+    DebugEnd,
+    DebugInput,
+    DebugMode,
+    DebugOutput,
+    DebugRegister,
+)
 from monarch._src.lowlevel import Runtime, install_on_start, runtime_if_started
 from monarch._src.mesh import hosted
 from monarch._src.mesh.context import current_hosted
@@ -93,32 +100,39 @@ def install_debug_agent(rt: Runtime) -> None:
     global _previous_hook
     mailbox = rt.mailbox
 
-    def debug_input(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def debug_input(peer: str, op: DebugInput, reply: Any) -> None:
         # No session can be waiting unless an actor here paused, which loaded the module.
         actor_pdb = sys.modules.get("monarch._src.debug.actor_pdb")
         if actor_pdb is not None:
-            actor_pdb.deliver_input(args[0], args[1])
+            actor_pdb.deliver_input(op.sid, op.line)
 
-    def debug_mode(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        set_local_post_mortem(bool(args[0]))
+    def debug_mode(peer: str, op: DebugMode, reply: Any) -> None:
+        set_local_post_mortem(bool(op.enabled))
         if reply is not None:
             mailbox.reply(reply, None)
 
-    def to_controller(method: str) -> Callable[[str, tuple[Any, ...], Any], None]:
-        def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-            from monarch._src.debug.controller import deliver
+    # The session's messages, handed to the root's controller (`controller.deliver`).
+    def debug_register(peer: str, op: DebugRegister, reply: Any) -> None:
+        from monarch._src.debug.controller import deliver
 
-            deliver(method, *args)
+        deliver("_on_register", op.sid, op.details)
 
-        return handler
+    def debug_output(peer: str, op: DebugOutput, reply: Any) -> None:
+        from monarch._src.debug.controller import deliver
 
-    mailbox.control.update(
-        debug_input=debug_input,
-        debug_mode=debug_mode,
-        debug_register=to_controller("_on_register"),
-        debug_output=to_controller("_on_output"),
-        debug_end=to_controller("_on_end"),
-    )
+        deliver("_on_output", op.sid, op.pieces, op.waiting, op.function, op.lineno)
+
+    def debug_end(peer: str, op: DebugEnd, reply: Any) -> None:
+        from monarch._src.debug.controller import deliver
+
+        deliver("_on_end", op.sid, op.reason)
+
+    control = mailbox.control
+    control.register(DebugInput, debug_input)
+    control.register(DebugMode, debug_mode)
+    control.register(DebugRegister, debug_register)
+    control.register(DebugOutput, debug_output)
+    control.register(DebugEnd, debug_end)
     if sys.breakpointhook is not _breakpoint_hook:
         _previous_hook = sys.breakpointhook
         sys.breakpointhook = _breakpoint_hook

@@ -49,10 +49,11 @@ from monarch._src.debug.command import (
     Quit,
     RanksType,
 )
+from monarch._src.debug.control_ops import DebugInput, DebugMode
 from monarch._src.debug.env import PROTOCOL_ENV, debug_server_address
 from monarch._src.debug.io import BridgeIO, DebugCliIO, DebugIO, DebugIOError, DebugStdIO, ScriptIO
 from monarch._src.debug.session import DebugSession, DebugSessionInfo, DebugSessions
-from monarch._src.lowlevel import CONTROL, Control, get_runtime
+from monarch._src.lowlevel import control, get_runtime
 from monarch._src.mesh.actor import Actor, concurrent_endpoint, endpoint
 from monarch._src.mesh.controller import get_or_spawn_controller
 
@@ -264,8 +265,8 @@ class DebugController(Actor):
 
 def _deliverer(session: DebugSession) -> Callable[[str], None]:
     def deliver_line(line: str) -> None:
-        get_runtime().mailbox.post(str(session.details["address"]), Control(
-            CONTROL, "debug_input", (str(session.details["sid"]), line), None))
+        get_runtime().mailbox.post(str(session.details["address"]), control(
+            DebugInput(str(session.details["sid"]), line)))
 
     return deliver_line
 
@@ -616,7 +617,7 @@ class DebugClient:
         set_local_post_mortem(enabled)
         rt = get_runtime()
         for addr in _live_proc_addresses():
-            rt.mailbox.post(addr, Control(CONTROL, "debug_mode", (enabled,), None))
+            rt.mailbox.post(addr, control(DebugMode(enabled)))
 
     def ensure_server(self, host: str | None = None, port: int | None = None) -> tuple[str, int]:
         """Start the control server (`monarch debug`, `monarch stacks`, `monarch top` connect

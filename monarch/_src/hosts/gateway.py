@@ -29,7 +29,8 @@ import threading
 
 from monarch._src.config import duration_seconds
 from monarch._src.hosts.addresses import dial_address, parse_worker_address
-from monarch._src.runtime.envelope import CONTROL, Control
+from monarch._src.hosts.control_ops import GatewayAttach
+from monarch._src.runtime.control import control
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime, runtime_if_started
 
@@ -77,7 +78,7 @@ async def _hello(rt: Runtime, dial: str, timeout: float) -> None:
     await probe_address(dial, within=duration_seconds("host_spawn_ready_timeout"))
     entry = OncePort()
     port = rt.mailbox.open_port(entry, (dial,))
-    rt.mailbox.post(dial, Control(CONTROL, "gateway_attach", (rt.address,), port))
+    rt.mailbox.post(dial, control(GatewayAttach(rt.address), port))
     try:
         decode_reply(await asyncio.wait_for(asyncio.wrap_future(entry.cf), timeout))
     except asyncio.TimeoutError:

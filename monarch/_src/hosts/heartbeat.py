@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Any, Generic, TypeVar
 
 from monarch._src.config import duration_seconds
-from monarch._src.runtime.envelope import CONTROL, Control
+from monarch._src.mesh.control_ops import Ping
+from monarch._src.runtime.control import control
 from monarch._src.runtime.ports import PortEntry
 from monarch._src.runtime.runtime import Runtime
 
@@ -90,7 +91,7 @@ class HeartbeatMonitor(Generic[T]):
         self.unanswered.setdefault(address, self.rt.loop.time())
         waits_on = (address,) if self.fail_with_peer else ()
         port = self.rt.mailbox.open_port(_Pong(self.unanswered, address), waits_on)
-        self.rt.mailbox.post(address, Control(CONTROL, "ping", (), port))
+        self.rt.mailbox.post(address, control(Ping(), port))
 
 
 class _Pong(PortEntry):

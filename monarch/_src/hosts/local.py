@@ -24,9 +24,9 @@ from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.binding import cpus_for_binding
 from monarch._src.hosts.bootstrap_command import check_commands, launch_env, program_problem
 from monarch._src.hosts.connection_loss import CONFIRM_DELAY, confirm_lost
+from monarch._src.hosts.control_ops import Log, LogTail, ProcOutput, ProcReady
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import ProcLogs
-from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.proc_spawn import proc_spec, watch_spawn
 from monarch._src.hosts.proc_stop import STOPPED_REPORT, StopLimits, stop_table
 from monarch._src.hosts.zygote_client import ZygoteClient
@@ -34,7 +34,7 @@ from monarch._src.mesh import hooks, host_agent
 from monarch._src.mesh.host_agent import PlacedTable
 from monarch._src.mesh.host_mesh import HostMesh
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
-from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.mailbox import pending_key
 from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
@@ -78,9 +78,9 @@ class LocalHostAgent:
             rt, interval="heartbeat_interval", timeout="heartbeat_timeout",
             targets=self._live_procs, on_silent=self._unresponsive,
             running=lambda: not self._closed)
-        rt.mailbox.control["proc_ready"] = self._proc_ready
-        rt.mailbox.control["log"] = self._log
-        rt.mailbox.control["log_tail"] = self._log_tail
+        rt.mailbox.control.register(ProcReady, self._proc_ready)
+        rt.mailbox.control.register(Log, self._log)
+        rt.mailbox.control.register(LogTail, self._log_tail)
         rt.mailbox.lost_delegate = self._connection_lost
         rt.shutdown_hooks.append(self.close)
 
@@ -128,7 +128,7 @@ class LocalHostAgent:
                    if commands is not None else None)
         if proc_ids is None:
             proc_ids = [f"{self.rt.proc_id}.{next(self._ids)}" for _ in range(n)]
-        table = ProcTable([PENDING_PREFIX + p for p in proc_ids])
+        table = ProcTable([pending_key(p) for p in proc_ids])
         table.proc_ids = list(proc_ids)
         table.has_bootstrap = bootstrap is not None
         table.tail_lines = int((spec or {}).get("tail_log_lines", config_get("tail_log_lines")))
@@ -172,7 +172,7 @@ class LocalHostAgent:
         """A proc that could not be started (its bootstrap command cannot run here): its rank
         fails as a proc whose bootstrap raised does, `initialized` raising `error` (loop)."""
         table.fail(rank, error)
-        self.rt.mailbox.mark_dead(PENDING_PREFIX + table.proc_ids[rank], SupervisionError(error))
+        self.rt.mailbox.mark_dead(pending_key(table.proc_ids[rank]), SupervisionError(error))
 
     def _give_up(self, table: ProcTable, rank: int, report: str) -> None:
         """A proc that did not come up in time: killed, its rank failed (loop)."""
@@ -183,8 +183,7 @@ class LocalHostAgent:
             self._kill([pid])
         self._proc_failed(table, rank, report)
 
-    def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        ready = ProcReady(*args)
+    def _proc_ready(self, peer: str, ready: ProcReady, reply: Any) -> None:
         proc_id, addr, pid, error = ready.proc_id, ready.address, ready.pid, ready.error
         with self._lock:
             where = self._pending.pop(proc_id, None)
@@ -195,7 +194,7 @@ class LocalHostAgent:
         if where is None:
             return
         table, rank = where
-        key = PENDING_PREFIX + proc_id
+        key = pending_key(proc_id)
         if error is not None:
             if ready.setup_error is not None:
                 table.setup_errors[rank] = ready.setup_error  # what Monarch's setup actor raises
@@ -227,7 +226,7 @@ class LocalHostAgent:
             return
         table, rank = where
         key = table.keys[rank]
-        if key.startswith(PENDING_PREFIX):
+        if not table.is_up(rank):
             self._pending_exited(table, rank, key, status)
             return
         with self._lock:
@@ -264,7 +263,7 @@ class LocalHostAgent:
             tables = list(self._tables)
         return [(key, (table, rank)) for table in tables if table.stopped is None
                 for rank, key in enumerate(table.keys)
-                if not key.startswith(PENDING_PREFIX) and rank not in table.failed]
+                if table.is_up(rank) and rank not in table.failed]
 
     def _unresponsive(self, key: str, where: Where, silence: float, timeout: float) -> None:
         """A proc that has not answered for `heartbeat_timeout` is hung (stopped, deadlocked,
@@ -280,19 +279,17 @@ class LocalHostAgent:
             self._kill([pid])
 
     # ---- output (proc_logs.py) --------------------------------------------------------------
-    def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _log(self, peer: str, out: ProcOutput, reply: Any) -> None:
         """Output a proc forwards (`enable_log_forwarding`)."""
-        proc_id, fd, text = args
-        where = self._output_of(proc_id)
+        where = self._output_of(out.proc_id)
         if where is not None:
-            self.logs.received(where[0], proc_id, fd, text, forwarded=True)
+            self.logs.received(where[0], out.proc_id, out.fd, out.text, forwarded=True)
 
-    def _log_tail(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _log_tail(self, peer: str, out: ProcOutput, reply: Any) -> None:
         """Output of a proc that is not forwarded, kept for its failure report only."""
-        proc_id, fd, text = args
-        where = self._output_of(proc_id)
+        where = self._output_of(out.proc_id)
         if where is not None:
-            self.logs.received(where[0], proc_id, fd, text, forwarded=False)
+            self.logs.received(where[0], out.proc_id, out.fd, out.text, forwarded=False)
 
     def _output_of(self, proc_id: str) -> Where | None:
         """Where output of `proc_id` goes: a live proc's table, or a lately stopped one's."""

@@ -15,10 +15,10 @@ import logging
 from typing import Any
 
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.control_ops import FlushLogs, LogLevel
 from monarch._src.mesh.logs import LogSink, TailBuffer
 from monarch._src.mesh.proc_mesh import ProcTable
-from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.control import control
 from monarch._src.runtime.ports import CountPort
 from monarch._src.runtime.runtime import Runtime
 
@@ -60,13 +60,13 @@ class ProcLogs:
         mailbox = self.rt.mailbox
         waits = []
         for table in tables:
-            keys = [k for k in table.keys if not k.startswith(PENDING_PREFIX)]
+            keys = [k for rank, k in enumerate(table.keys) if table.is_up(rank)]
             if (table.stopped is not None and not stopping) or not keys:
                 continue
             entry = CountPort(len(keys))
             port = mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                mailbox.post(key, Control(CONTROL, "flush_logs", (), port))
+                mailbox.post(key, control(FlushLogs(), port))
             waits.append(settled(entry.cf))
         if waits:
             # A proc that died cannot answer (its port fails): what it wrote came already.
@@ -81,11 +81,11 @@ class ProcLogs:
     def set_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
         """Set the Python logging level in every live proc of `table`."""
         async def send() -> None:
-            keys = [k for k in table.keys if not k.startswith(PENDING_PREFIX)]
+            keys = [k for rank, k in enumerate(table.keys) if table.is_up(rank)]
             entry = CountPort(len(keys))
             port = self.rt.mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                self.rt.mailbox.post(key, Control(CONTROL, "log_level", (level,), port))
+                self.rt.mailbox.post(key, control(LogLevel(level), port))
             await asyncio.wrap_future(entry.cf)
 
         return self.rt.submit(send())

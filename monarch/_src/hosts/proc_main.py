@@ -22,11 +22,12 @@ from typing import Any
 
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.config import apply_snapshot, duration_seconds, get as config_get
-from monarch._src.hosts.proc_ready import ProcReady
+from monarch._src.hosts.control_ops import FlushLogs, Log, LogLevel, LogTail, ProcReady, StopProc
 from monarch._src.mesh.hosted import HostedActor
 from monarch._src.mesh.log_prefix import install_log_prefix
 from monarch._src.mesh.logs import LogCapture, capture_paths
-from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import PortAddr, decode, encode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import CountPort
 from monarch._src.runtime.runtime import install_proc_runtime
@@ -85,15 +86,15 @@ def run_proc(spec: dict[str, Any]) -> int:
     done: asyncio.Future[None] = loop.create_future()
     stopping: set[asyncio.Task[None]] = set()  # held until done: the loop keeps weak references
 
-    def stop_proc(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        task = loop.create_task(_stop_everything(mailbox, args[0], reply, done))
+    def stop_proc(peer: str, op: StopProc, reply: PortAddr | None) -> None:
+        task = loop.create_task(_stop_everything(mailbox, op.reason, reply, done))
         stopping.add(task)
         task.add_done_callback(stopping.discard)
 
-    mailbox.control["stop_proc"] = stop_proc
+    mailbox.control.register(StopProc, stop_proc)
     capture = _capture_output(spec, mailbox, controller)
 
-    def flush_logs(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def flush_logs(peer: str, op: FlushLogs, reply: Any) -> None:
         def drain_then_answer() -> None:
             if capture is not None:
                 capture.drain()
@@ -101,13 +102,13 @@ def run_proc(spec: dict[str, Any]) -> int:
 
         threading.Thread(target=drain_then_answer, name="monarch-log-flush", daemon=True).start()
 
-    def log_level(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        logging.getLogger().setLevel(args[0])
+    def log_level(peer: str, op: LogLevel, reply: PortAddr | None) -> None:
+        logging.getLogger().setLevel(op.level)
         if reply is not None:
             mailbox.reply(reply, None)
 
-    mailbox.control["flush_logs"] = flush_logs
-    mailbox.control["log_level"] = log_level
+    mailbox.control.register(FlushLogs, flush_logs)
+    mailbox.control.register(LogLevel, log_level)
     error = failure = None
     if spec.get("bootstrap") is not None:
         try:
@@ -119,7 +120,7 @@ def run_proc(spec: dict[str, Any]) -> int:
             error = f"bootstrap of proc {spec['proc_id']} failed: {type(exc).__name__}: {exc}"
             failure = _setup_failure(exc)
     ready = ProcReady(spec["proc_id"], addr, os.getpid(), error, failure)
-    mailbox.post(controller, Control(CONTROL, "proc_ready", tuple(ready), None))
+    mailbox.post(controller, control(ready))
     loop.run_until_complete(done)
     for hook in reversed(rt.shutdown_hooks):  # e.g. procs this proc's actors started
         try:
@@ -207,10 +208,10 @@ def _capture_output(spec: dict[str, Any], mailbox: Mailbox, controller: str) -> 
         return None
     send = None
     if forwarding or tail > 0:
-        control = "log" if forwarding else "log_tail"
+        output = Log if forwarding else LogTail
 
         def send(fd: int, text: str) -> None:
-            mailbox.post(controller, Control(CONTROL, control, (proc_id, fd, text), None))
+            mailbox.post(controller, control(output(proc_id, fd, text)))
 
     return LogCapture(send, passthrough=not forwarding, files=files, prefix=prefix)
 

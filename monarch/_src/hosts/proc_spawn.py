@@ -19,7 +19,6 @@ from monarch._src.mesh import hooks
 from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.proc_mesh import ProcTable
 from monarch._src.runtime.envelope import encode
-from monarch._src.runtime.mailbox import PENDING_PREFIX
 from monarch._src.runtime.runtime import Runtime
 
 __all__ = ["proc_spec", "watch_spawn"]
@@ -56,8 +55,8 @@ def watch_spawn(rt: Runtime, table: ProcTable, idle: float, *, closed: Callable[
     loop; nothing happens once the table is stopped or `closed()`)."""
 
     def pending() -> list[int]:
-        return [rank for rank, key in enumerate(table.keys)
-                if key.startswith(PENDING_PREFIX) and rank not in table.failed]
+        return [rank for rank in range(len(table.keys))
+                if not table.is_up(rank) and rank not in table.failed]
 
     def check(before: int) -> None:
         waiting = pending()

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from monarch._src.config import duration_seconds, get as config_get
+from monarch._src.hosts.control_ops import StopProc
 from monarch._src.hosts.proc_logs import settled
 from monarch._src.mesh.proc_mesh import ProcTable
-from monarch._src.runtime.envelope import CONTROL, Control
-from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.control import control
 from monarch._src.runtime.ports import OncePort
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
@@ -55,7 +55,7 @@ async def stop_table(
         mailbox = rt.mailbox
         async with limit:
             key = table.keys[rank]
-            if key.startswith(PENDING_PREFIX):
+            if not table.is_up(rank):
                 # Never came up (its bootstrap failed, say) or not yet: nothing to ask; kill it.
                 pid = table.pids[rank]
                 if pid is not None:
@@ -64,7 +64,7 @@ async def stop_table(
                 mailbox.expect_exit(key, SupervisionError(STOPPED_REPORT))
                 entry = OncePort()
                 port = mailbox.open_port(entry, (key,))
-                mailbox.post(key, Control(CONTROL, "stop_proc", (reason,), port))
+                mailbox.post(key, control(StopProc(reason), port))
                 await asyncio.wait([settled(entry.cf)], timeout=limits.answer)
             pid = table.pids[rank]
             exited = exit_of(pid) if pid is not None else None

@@ -41,10 +41,20 @@ from monarch._src.hosts.addresses import (
     probe_ssl_context,
 )
 from monarch._src.hosts.bootstrap_command import check_commands
+from monarch._src.hosts.control_ops import (
+    HostAttach,
+    HostDetach,
+    HostFlushLogs,
+    HostSpawn,
+    HostStop,
+    LogLevel,
+    RemoteLog,
+    RemoteProcFailed,
+    RemoteProcReady,
+)
 from monarch._src.hosts.gateway import attached_dial_address
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.proc_logs import settled
-from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.proc_stop import STOPPED_REPORT
 from monarch._src.hosts.versions import check_host, warn_mismatches
 from monarch._src.mesh import hooks, host_agent
@@ -52,8 +62,9 @@ from monarch._src.mesh.controller import root_address
 from monarch._src.mesh.host_agent import PlacedTable
 from monarch._src.mesh.logs import LogSink
 from monarch._src.mesh.proc_mesh import ProcTable, report_proc_failure
-from monarch._src.runtime.envelope import CONTROL, Control, encode
-from monarch._src.runtime.mailbox import PENDING_PREFIX
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import encode
+from monarch._src.runtime.mailbox import pending_key
 from monarch._src.runtime.ports import CountPort, OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
@@ -146,8 +157,8 @@ class RemoteHostAgent:
             self.rt.mailbox.revive(host.addr)
             entry = OncePort()
             port_addr = self.rt.mailbox.open_port(entry, (host.addr,))
-            self.rt.mailbox.post(host.addr, Control(
-                CONTROL, "host_attach", (self.rt.address, root_address(self.rt), h), port_addr))
+            self.rt.mailbox.post(host.addr, control(
+                HostAttach(self.rt.address, root_address(self.rt), h), port_addr))
             timeout = duration_seconds("mesh_attach_config_timeout")
             try:
                 info = decode_reply(await asyncio.wait_for(asyncio.wrap_future(entry.cf),
@@ -185,7 +196,7 @@ class RemoteHostAgent:
         assert host.addr is not None
         entry = OncePort()
         port = self.rt.mailbox.open_port(entry, (host.addr,))
-        self.rt.mailbox.post(host.addr, Control(CONTROL, "host_detach", (False,), port))
+        self.rt.mailbox.post(host.addr, control(HostDetach(False), port))
         await asyncio.wait([settled(entry.cf)],
                            timeout=3 * duration_seconds("process_exit_timeout"))
 
@@ -289,7 +300,7 @@ class RemoteHostAgent:
         proc_ids = [f"{self.rt.proc_id}.{tag}.{next(counter)}" for _ in hosts for _ in
                     range(per_host)]
         host_of_rank = [h for h in hosts for _ in range(per_host)]
-        table = ProcTable([PENDING_PREFIX + p for p in proc_ids], hosts=host_of_rank)
+        table = ProcTable([pending_key(p) for p in proc_ids], hosts=host_of_rank)
         table.has_bootstrap = bootstrap is not None
         table_id = f"{tag}"
         placed = _Placed(table_id, host_of_rank, proc_ids)
@@ -333,8 +344,7 @@ class RemoteHostAgent:
         if table.stopped is not None:
             return
         assert host.addr is not None
-        self.rt.mailbox.post(host.addr, Control(
-            CONTROL, "host_spawn", (self.rt.address, table_id, ids, spec), None))
+        self.rt.mailbox.post(host.addr, control(HostSpawn(self.rt.address, table_id, ids, spec)))
 
     def _never_started(self, table: ProcTable, rank: int, report: str) -> None:
         if rank in table.failed:
@@ -348,7 +358,7 @@ class RemoteHostAgent:
         if error is not None:
             self._never_started(table, rank, error)
             return
-        if not key.startswith(PENDING_PREFIX):
+        if table.is_up(rank):
             return
         table.resolve(rank, addr, pid)
         self.rt.mailbox.resolve(key, addr)
@@ -370,24 +380,23 @@ class RemoteHostAgent:
 
     def flush_logs(self, tables: list[ProcTable] | None = None) -> concurrent.futures.Future[None]:
         """A barrier: returns once every line the procs wrote so far was written here."""
-        return self.rt.submit(self._ask_all("host_flush_logs", ()))
+        return self.rt.submit(self._ask_all(HostFlushLogs()))
 
     def set_log_level(self, table: ProcTable, level: int) -> concurrent.futures.Future[None]:
         """Set the Python logging level in every live proc of `table`."""
         async def send() -> None:
             keys = [k for i, k in enumerate(table.keys)
-                    if not k.startswith(PENDING_PREFIX) and i not in table.failed]
+                    if table.is_up(i) and i not in table.failed]
             entry = CountPort(len(keys))
             port = self.rt.mailbox.open_port(entry, tuple(keys))
             for key in keys:
-                self.rt.mailbox.post(key, Control(CONTROL, "log_level", (level,), port))
+                self.rt.mailbox.post(key, control(LogLevel(level), port))
             await asyncio.wait_for(asyncio.wrap_future(entry.cf),
                                    duration_seconds("process_exit_timeout"))
 
         return self.rt.submit(send())
 
-    async def _ask_all(self, op: str, args: tuple[Any, ...],
-                       hosts: list[_Host] | None = None) -> None:
+    async def _ask_all(self, op: tuple[Any, ...], hosts: list[_Host] | None = None) -> None:
         """Send `op` to every live attached host and wait (bounded) for their answers."""
         waits = []
         for host in hosts if hosts is not None else self.hosts:
@@ -396,11 +405,11 @@ class RemoteHostAgent:
                 continue
             entry = OncePort()
             port = self.rt.mailbox.open_port(entry, (host.addr,))
-            self.rt.mailbox.post(host.addr, Control(CONTROL, op, args, port))
+            self.rt.mailbox.post(host.addr, control(op, port))
             waits.append(settled(entry.cf))
         if waits:
             await asyncio.wait(waits, timeout=3 * duration_seconds("process_exit_timeout"))
-        if op == "host_flush_logs":
+        if type(op) is HostFlushLogs:
             self.logs.flush_due(force=True)
 
     # ---- queries ----------------------------------------------------------------------------
@@ -417,7 +426,7 @@ class RemoteHostAgent:
             tables = [table for table, _ in self._tables.values()]
         return [key for table in tables if table.stopped is None
                 for rank, key in enumerate(table.keys)
-                if not key.startswith(PENDING_PREFIX) and rank not in table.failed]
+                if table.is_up(rank) and rank not in table.failed]
 
     # ---- stopping ---------------------------------------------------------------------------
     def stop_procs(self, table: ProcTable, reason: str) -> concurrent.futures.Future[None]:
@@ -433,12 +442,12 @@ class RemoteHostAgent:
         placed = found[1]
         mailbox = self.rt.mailbox
         if config_get("enable_log_forwarding"):
-            await self._ask_all("host_flush_logs", ())
-        for key in table.keys:
-            if not key.startswith(PENDING_PREFIX):
+            await self._ask_all(HostFlushLogs())
+        for rank, key in enumerate(table.keys):
+            if table.is_up(rank):
                 mailbox.expect_exit(key, SupervisionError(STOPPED_REPORT))
         on = sorted(set(placed.host_of_rank))
-        await self._ask_all("host_stop", (placed.table_id, reason), [self.hosts[h] for h in on])
+        await self._ask_all(HostStop(placed.table_id, reason), [self.hosts[h] for h in on])
         for key in table.keys:
             mailbox.mark_dead(key, SupervisionError(STOPPED_REPORT))
         for proc_id in placed.proc_ids:
@@ -469,7 +478,7 @@ class RemoteHostAgent:
                        if h.lost is None and not h.connected.done()]
             if pending:
                 await asyncio.wait(pending, timeout=duration_seconds("mesh_attach_config_timeout"))
-            await self._ask_all("host_detach", (True,))
+            await self._ask_all(HostDetach(True))
             for host in self.hosts:
                 host.detached = True
                 attached = _agents_by_host.get(host.addr or "", [])
@@ -508,8 +517,7 @@ def _install(rt: Runtime) -> None:
         return
     _installed.add(id(rt))
 
-    def ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        report = ProcReady(*args)
+    def ready(peer: str, report: RemoteProcReady, reply: Any) -> None:
         found = _procs.get(report.proc_id)
         if found is not None:
             agent, table, rank = found
@@ -517,18 +525,16 @@ def _install(rt: Runtime) -> None:
                 table.setup_errors[rank] = report.setup_error  # what Monarch's setup actor raises
             agent._proc_ready(table, rank, report.address, report.pid, report.error)
 
-    def failed(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, report = args
-        found = _procs.get(proc_id)
+    def failed(peer: str, op: RemoteProcFailed, reply: Any) -> None:
+        found = _procs.get(op.proc_id)
         if found is not None:
             agent, table, rank = found
-            agent._proc_exited(table, rank, report)
+            agent._proc_exited(table, rank, op.report)
 
-    def log(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, fd, text = args
-        found = _procs.get(proc_id)
+    def log(peer: str, out: RemoteLog, reply: Any) -> None:
+        found = _procs.get(out.proc_id)
         if found is not None:
-            found[0]._log(found[1], proc_id, fd, text)
+            found[0]._log(found[1], out.proc_id, out.fd, out.text)
 
     def peer_lost(peer: str, err: BaseException) -> None:
         for agent in list(_agents_by_host.get(peer, ())):
@@ -536,8 +542,9 @@ def _install(rt: Runtime) -> None:
                 if host.addr == peer:
                     agent.host_lost(host, f"the connection to it broke: {err}")
 
-    rt.mailbox.control.update(remote_proc_ready=ready, remote_proc_failed=failed,
-                              remote_log=log)
+    rt.mailbox.control.register(RemoteProcReady, ready)
+    rt.mailbox.control.register(RemoteProcFailed, failed)
+    rt.mailbox.control.register(RemoteLog, log)
     rt.mailbox.on_peer_lost.append(peer_lost)
 
 

@@ -33,12 +33,24 @@ from typing import Any
 import monarch._src.mesh.agent  # noqa: F401  (installs the proc agent in new runtimes)
 from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.hosts.binding import cpus_for_binding
+from monarch._src.hosts.control_ops import (
+    GatewayAttach,
+    HostAttach,
+    HostDetach,
+    HostFlushLogs,
+    HostSpawn,
+    HostStop,
+    ProcOutput,
+    ProcReady,
+    RemoteLog,
+    RemoteProcFailed,
+    RemoteProcReady,
+)
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
 from monarch._src.hosts.local import LocalHostAgent
-from monarch._src.hosts.proc_ready import ProcReady
 from monarch._src.hosts.versions import collect as collect_versions
 from monarch._src.mesh.proc_mesh import ProcTable
-from monarch._src.runtime.envelope import CONTROL, Control
+from monarch._src.runtime.control import control
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import SupervisionError
 
@@ -55,30 +67,28 @@ class ServedAgent(LocalHostAgent):
         super().__init__(rt)
         self.server = server
 
-    def _proc_ready(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        super()._proc_ready(peer, args, reply)
-        self.server.forward(args[0], "remote_proc_ready", args)
+    def _proc_ready(self, peer: str, ready: ProcReady, reply: Any) -> None:
+        super()._proc_ready(peer, ready, reply)
+        self.server.forward(ready.proc_id, RemoteProcReady(*ready))
 
     def _proc_failed(self, table: ProcTable, rank: int, report: str) -> None:
         table.fail(rank, report)
         self.rt.mailbox.mark_dead(table.keys[rank], SupervisionError(report))
         proc_id = self.server.proc_id_of(table, rank)
         if proc_id is not None:
-            self.server.forward(proc_id, "remote_proc_failed", (proc_id, report))
+            self.server.forward(proc_id, RemoteProcFailed(proc_id, report))
 
     def _refuse(self, table: ProcTable, rank: int, error: str) -> None:
         super()._refuse(table, rank, error)
         proc_id = self.server.proc_id_of(table, rank)
         if proc_id is not None:  # the client fails the rank as for a bootstrap that raised
-            self.server.forward(proc_id, "remote_proc_ready",
-                                tuple(ProcReady(proc_id, "", 0, error)))
+            self.server.forward(proc_id, RemoteProcReady(proc_id, "", 0, error))
 
-    def _log(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        proc_id, fd, text = args
-        where = self._procs.get(proc_id)
+    def _log(self, peer: str, out: ProcOutput, reply: Any) -> None:
+        where = self._procs.get(out.proc_id)
         if where is not None:  # tail_log_lines: this host writes the failure report
-            self.logs.received(where[0], proc_id, fd, text, forwarded=False)
-        self.server.forward(proc_id, "remote_log", args)
+            self.logs.received(where[0], out.proc_id, out.fd, out.text, forwarded=False)
+        self.server.forward(out.proc_id, RemoteLog(*out))
 
 
 class HostServer:
@@ -91,7 +101,7 @@ class HostServer:
         self.client: str | None = None  # address of the client served now
         self.dialed_host = "127.0.0.1"  # the host part of the address the client dialed
         self.exited = threading.Event()  # set once a client asked this host to exit
-        self._queue: deque[tuple[tuple[Any, ...], Any]] = deque()  # attaches waiting in line
+        self._queue: deque[tuple[HostAttach, Any]] = deque()  # attaches waiting in line
         self._tables: dict[str, ProcTable] = {}  # client's table id -> procs forked here
         self._ids: dict[int, list[str]] = {}  # id(table) -> proc ids by local rank
         self._owner: dict[str, str] = {}  # proc id -> client address
@@ -101,14 +111,13 @@ class HostServer:
             targets=lambda: [(self.client, self.client)] if self.client is not None else [],
             on_silent=self._client_silent, running=lambda: self.client is not None,
             fail_with_peer=True)
-        rt.mailbox.control.update(
-            host_attach=self._attach,
-            host_spawn=self._spawn,
-            host_stop=self._stop,
-            host_flush_logs=self._flush_logs,
-            host_detach=self._detach,
-            gateway_attach=self._gateway_attach,
-        )
+        control = rt.mailbox.control
+        control.register(HostAttach, self._attach)
+        control.register(HostSpawn, self._spawn)
+        control.register(HostStop, self._stop)
+        control.register(HostFlushLogs, self._flush_logs)
+        control.register(HostDetach, self._detach)
+        control.register(GatewayAttach, self._gateway_attach)
         rt.mailbox.on_peer_lost.append(self._peer_lost)
         # Start the fork server now: it imports the proc runtime while no client waits, so a
         # client's first spawn_procs only forks (as the controller's prestarted zygote does).
@@ -119,11 +128,12 @@ class HostServer:
         return self.rt.address
 
     # ---- forwarding -------------------------------------------------------------------------
-    def forward(self, proc_id: str, op: str, args: tuple[Any, ...]) -> None:
-        """Send control `op` about `proc_id` to the client that owns that proc, if alive."""
+    def forward(self, proc_id: str, op: tuple[Any, ...]) -> None:
+        """Send control operation `op` about `proc_id` to the client that owns that proc, if
+        alive."""
         client = self._owner.get(proc_id)
         if client is not None and not self.rt.mailbox.is_dead(client):
-            self.rt.mailbox.post(client, Control(CONTROL, op, args, None))
+            self.rt.mailbox.post(client, control(op))
 
     def proc_id_of(self, table: ProcTable, rank: int) -> str | None:
         """The client's id of the proc at `rank` of a table forked here."""
@@ -131,28 +141,28 @@ class HostServer:
         return ids[rank] if ids is not None and rank < len(ids) else None
 
     # ---- control operations (runtime loop) ---------------------------------------------------
-    def _attach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _attach(self, peer: str, op: HostAttach, reply: Any) -> None:
         # The client is heard now: one this host lost (a cut link, whose connection then broke)
         # and that attaches again is alive, not the dead peer its address stayed marked as, or
         # every answer to it (this one first) would be dropped as undeliverable.
-        self.rt.mailbox.revive(args[0])
-        if self.client is not None and self.client != args[0]:
+        self.rt.mailbox.revive(op.client)
+        if self.client is not None and self.client != op.client:
             # One client at a time: wait in line; check now whether the current one is alive.
-            self._queue.append((args, reply))
+            self._queue.append((op, reply))
             self._ping_client()
             return
-        self._serve(args, reply)
+        self._serve(op, reply)
 
-    def _gateway_attach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _gateway_attach(self, peer: str, op: GatewayAttach, reply: Any) -> None:
         """A client bootstrapping through this host (`attach(addr)`, `hosts/gateway.py`): its
         connection is open once this answer arrives; it attaches as a client later."""
-        self.rt.mailbox.revive(args[0])
+        self.rt.mailbox.revive(op.client)
         self.rt.mailbox.reply(reply, {"address": self.address, "pid": os.getpid()})
 
-    def _serve(self, args: tuple[Any, ...], reply: Any) -> None:
-        client, _root, dialed_host = args
+    def _serve(self, attach: HostAttach, reply: Any) -> None:
+        client = attach.client
         self.client = client
-        self.dialed_host = dialed_host
+        self.dialed_host = attach.dialed_host
         self._heartbeats.forget(client)
         self._heartbeats.start()
         self.rt.mailbox.reply(reply, {
@@ -163,15 +173,14 @@ class HostServer:
             "versions": collect_versions(),  # compared by the client (hosts/versions.py)
         })
 
-    def _spawn(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        client, table_id, proc_ids, spec = args
+    def _spawn(self, peer: str, op: HostSpawn, reply: Any) -> None:
+        client, table_id, proc_ids, spec = op.client, op.table_id, op.proc_ids, op.spec
         if client != self.client:
             for proc_id in proc_ids:
-                refused = ProcReady(
+                refused = RemoteProcReady(
                     proc_id, "", 0, f"host {self.address} is serving another client"
                 )
-                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", tuple(refused),
-                                                     None))
+                self.rt.mailbox.post(client, control(refused))
             return
         spec = dict(spec)
         spec["listen"] = _listen_address(self.dialed_host)
@@ -190,9 +199,8 @@ class HostServer:
                     cpus_for_binding(binding, rank)
         except ValueError as exc:
             for proc_id in proc_ids:
-                refused = ProcReady(proc_id, "", 0, f"host {self.address}: {exc}")
-                self.rt.mailbox.post(client, Control(CONTROL, "remote_proc_ready", tuple(refused),
-                                                     None))
+                refused = RemoteProcReady(proc_id, "", 0, f"host {self.address}: {exc}")
+                self.rt.mailbox.post(client, control(refused))
             return
         for proc_id in proc_ids:
             self._owner[proc_id] = client
@@ -201,27 +209,25 @@ class HostServer:
         self._tables[table_id] = table
         self._ids[id(table)] = list(proc_ids)
 
-    def _stop(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        table_id, reason = args
-        table = self._tables.pop(table_id, None)
+    def _stop(self, peer: str, op: HostStop, reply: Any) -> None:
+        table = self._tables.pop(op.table_id, None)
         if table is None:
             if reply is not None:
                 self.rt.mailbox.reply(reply, None)
             return
-        fut = self.agent.stop_procs(table, reason)
+        fut = self.agent.stop_procs(table, op.reason)
         fut.add_done_callback(lambda _: self._answer(reply))
 
     def _answer(self, reply: Any) -> None:
         if reply is not None:
             self.rt.call_soon(self.rt.mailbox.reply, reply, None)
 
-    def _flush_logs(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _flush_logs(self, peer: str, op: HostFlushLogs, reply: Any) -> None:
         fut = self.agent.flush_logs(list(self._tables.values()))
         fut.add_done_callback(lambda _: self._answer(reply))
 
-    def _detach(self, peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        (exit_host,) = args
-        self.rt.loop.create_task(self._drop_client("the client detached", reply, exit_host))
+    def _detach(self, peer: str, op: HostDetach, reply: Any) -> None:
+        self.rt.loop.create_task(self._drop_client("the client detached", reply, op.exit_host))
 
     # ---- the client's health ----------------------------------------------------------------
     def _ping_client(self) -> None:
@@ -258,9 +264,9 @@ class HostServer:
             self.exited.set()
             return
         while self._queue and self.client is None:
-            args, waiting_reply = self._queue.popleft()
-            if not self.rt.mailbox.is_dead(args[0]):
-                self._serve(args, waiting_reply)
+            attach, waiting_reply = self._queue.popleft()
+            if not self.rt.mailbox.is_dead(attach.client):
+                self._serve(attach, waiting_reply)
 
 
 def _listen_address(dialed_host: str) -> str | None:

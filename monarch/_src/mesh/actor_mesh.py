@@ -15,12 +15,14 @@ from monarch._src.mesh import casting, traffic
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of, validate_actor_class
 from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.context import instance_of
+from monarch._src.mesh.control_ops import ActorReady, StopActor
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
 from monarch._src.mesh.hosted import extent_of
 from monarch._src.mesh.ownership import after, tree
 from monarch._src.mesh.rank_state import RankState, actor_rank_state
 from monarch._src.mesh.upgrade import upgrade_mesh
-from monarch._src.runtime.envelope import CONTROL, Control, encode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, GatherPort
 from monarch._src.runtime.runtime import get_runtime
@@ -243,7 +245,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         mailbox = rt.mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
         for i, proc in enumerate(targets):
-            mailbox.post(proc, Control(CONTROL, "actor_ready", (self._key, i), reply))
+            mailbox.post(proc, control(ActorReady(self._key, i), reply))
         idle = duration_seconds("actor_spawn_max_idle")
         name = self._name
         # The replies, or the actor_spawn_max_idle failure, whichever comes first (both are
@@ -320,17 +322,17 @@ class ActorMesh(MeshTrait, Generic[T]):
             return done
         self._stopped = reason
         tree.stopping(self._key)
-        return after(self._control_each_rank("stop_actor", (self._key, reason)), self._forget)
+        return after(self._control_each_rank(StopActor(self._key, reason)), self._forget)
 
-    def _control_each_rank(self, op: str, args: tuple[Any, ...]) -> concurrent.futures.Future[Any]:
-        """Post control `op` to the proc of each rank of this view; done once every rank
-        answered (an error answer fails it)."""
+    def _control_each_rank(self, op: tuple[Any, ...]) -> concurrent.futures.Future[Any]:
+        """Post control operation `op` to the proc of each rank of this view; done once every
+        rank answered (an error answer fails it)."""
         cast = self._cast_plan()
         targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         entry = CountPort(len(targets))
         mailbox = get_runtime().mailbox
         reply = mailbox.open_port(entry, tuple(set(targets)))
-        casting.post_control(self, Control(CONTROL, op, args, reply))
+        casting.post_control(self, control(op, reply))
         return entry.cf
 
     def __reduce__(self) -> tuple[Any, ...]:

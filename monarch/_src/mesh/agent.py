@@ -1,4 +1,5 @@
-"""The proc agent's control operations, installed in every process's mailbox.
+"""The proc agent's handlers of control operations (`control_ops.py`), installed in every
+process's mailbox.
 
 `spawn`, `actor_ready`, `stop_actor`, `upgrade_actor`/`upgrade_decision` (`upgrade.py`),
 `supervise`, `get_proc_mesh` and the relay's controls
@@ -16,11 +17,22 @@ import threading
 from typing import Any
 
 from monarch._src.mesh import hooks, inbox, observe, relay, upgrade
+from monarch._src.mesh.control_ops import (
+    ActorReady,
+    Cancel,
+    GetProcMesh,
+    Ping,
+    Spawn,
+    StopActor,
+    Supervise,
+    UpgradeActor,
+    UpgradeDecision,
+)
 from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
 from monarch._src.mesh.proc_mesh import serve_proc_mesh
 from monarch._src.runtime import runtime as _runtime_module
-from monarch._src.runtime.envelope import Call
+from monarch._src.runtime.envelope import Call, PortAddr
 from monarch._src.runtime.runtime import Runtime
 from monarch._src.supervision.errors import MeshFailure, SupervisionError
 from monarch._src.telemetry import record
@@ -34,14 +46,13 @@ def install_agent(rt: Runtime) -> None:
     """Register the control operations of the proc agent in `rt`'s mailbox."""
     mailbox = rt.mailbox
 
-    def spawn(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        info, payload = args
-        if not isinstance(info, SpawnInfo):
+    def spawn(peer: str, op: Spawn, reply: PortAddr | None) -> None:
+        if not isinstance(op.info, SpawnInfo):
             raise TypeError("spawn expects a SpawnInfo")
-        HostedActor(mailbox, info, payload, rt.proc_id).start()
+        HostedActor(mailbox, op.info, op.payload, rt.proc_id).start()
 
-    def actor_ready(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        key, rank = args
+    def actor_ready(peer: str, op: ActorReady, reply: Any) -> None:
+        key, rank = op.key, op.rank
 
         def found(actor: Any) -> None:
             if isinstance(actor, HostedActor):
@@ -56,42 +67,39 @@ def install_agent(rt: Runtime) -> None:
         # A mesh spawned by another process may be asked before that spawn arrives here.
         mailbox.when_actor(key, found, missing)
 
-    def stop_actor(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        key, reason = args
-        actor = mailbox.actors.get(key)
+    def stop_actor(peer: str, op: StopActor, reply: PortAddr | None) -> None:
+        actor = mailbox.actors.get(op.key)
         if isinstance(actor, HostedActor) and not actor.thread.stopped.is_set():
             upgrade.abandon(actor)  # an upgrade waiting for its decision would hold the stop
-            actor.thread.enqueue(inbox.Stop(inbox.STOP, reason, reply))
+            actor.thread.enqueue(inbox.Stop(inbox.STOP, op.reason, reply))
         elif reply is not None:
             mailbox.reply(reply, None, 0)
 
-    def upgrade_actor(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        key, payload = args
-        actor = mailbox.actors.get(key)
+    def upgrade_actor(peer: str, op: UpgradeActor, reply: Any) -> None:
+        actor = mailbox.actors.get(op.key)
         if isinstance(actor, HostedActor):
-            actor.thread.enqueue(inbox.Upgrade(inbox.UPGRADE, payload, reply))
+            actor.thread.enqueue(inbox.Upgrade(inbox.UPGRADE, op.payload, reply))
         else:
             error = getattr(actor, "error", None) or SupervisionError(
-                f"actor {key} does not exist on this proc ({mailbox.address})")
+                f"actor {op.key} does not exist on this proc ({mailbox.address})")
             mailbox.reply_error(reply, error)
 
-    def upgrade_decision(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        key, commit = args
-        actor = mailbox.actors.get(key)
+    def upgrade_decision(peer: str, op: UpgradeDecision, reply: Any) -> None:
+        actor = mailbox.actors.get(op.key)
         if isinstance(actor, HostedActor):
-            upgrade.decide(actor, commit, reply)
+            upgrade.decide(actor, op.commit, reply)
         else:  # gone since it answered phase 1: nothing is left to roll back here
             mailbox.reply(reply, None)
 
-    def supervise(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        owner_key, mesh_name, mesh_key, rank, report = args
+    def supervise(peer: str, op: Supervise, reply: PortAddr | None) -> None:
+        owner_key, mesh_key, rank, report = op.owner_key, op.mesh_key, op.rank, op.report
         if mesh_key is not None and tree.knows(mesh_key):
             # The tree delivers each failed rank once, and nothing about a stopped mesh.
             delivery = tree.rank_failed(mesh_key, rank, report)
             if delivery is None:
                 return
             owner_key = None if delivery.owner == ROOT else delivery.owner
-        failure = MeshFailure(mesh_name, [rank], report)
+        failure = MeshFailure(op.mesh_name, [rank], report)
         if owner_key is None:
             _root_fault(failure)
             return
@@ -102,8 +110,8 @@ def install_agent(rt: Runtime) -> None:
             logger.error("monarch: a failure for the gone actor %s was dropped: %s", owner_key,
                          failure)
 
-    def get_proc_mesh(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        pm = serve_proc_mesh(args[0])
+    def get_proc_mesh(peer: str, op: GetProcMesh, reply: Any) -> None:
+        pm = serve_proc_mesh(op.mesh_id)
 
         def answer(_: Any) -> None:
             mailbox.reply(reply, pm)
@@ -112,15 +120,15 @@ def install_agent(rt: Runtime) -> None:
             lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
         )
 
-    def cancel(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def cancel(peer: str, op: Cancel, reply: PortAddr | None) -> None:
         # After the CALL it cancels (one writer per peer), so an actor not spawned yet has it
         # queued by the time this reaches it.
-        key, port = args
+        port = op.port
         mailbox.when_actor(
-            key, lambda actor: actor.cancel(port) if isinstance(actor, HostedActor) else None,
+            op.key, lambda actor: actor.cancel(port) if isinstance(actor, HostedActor) else None,
             lambda: None)
 
-    def ping(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def ping(peer: str, op: Ping, reply: Any) -> None:
         mailbox.reply(reply, None)
 
     def undeliverable(env: Call, err: BaseException) -> None:
@@ -132,19 +140,18 @@ def install_agent(rt: Runtime) -> None:
         elif sender is None:
             _root_fault(MeshFailure(env.actor_key, [env.rank], f"RootClientActor: {message}"))
 
-    mailbox.on_undeliverable = undeliverable
+    mailbox.on_undeliverable.install(undeliverable)
     relay.install(mailbox)  # `relay`: a cast to this proc's host, handed to its procs
-    mailbox.control.update(
-        cancel=cancel,
-        upgrade_actor=upgrade_actor,
-        upgrade_decision=upgrade_decision,
-        ping=ping,
-        spawn=spawn,
-        actor_ready=actor_ready,
-        stop_actor=stop_actor,
-        supervise=supervise,
-        get_proc_mesh=get_proc_mesh,
-    )
+    control = mailbox.control
+    control.register(Cancel, cancel)
+    control.register(UpgradeActor, upgrade_actor)
+    control.register(UpgradeDecision, upgrade_decision)
+    control.register(Ping, ping)
+    control.register(Spawn, spawn)
+    control.register(ActorReady, actor_ready)
+    control.register(StopActor, stop_actor)
+    control.register(Supervise, supervise)
+    control.register(GetProcMesh, get_proc_mesh)
 
 
 class _FaultHookRunner:
@@ -214,4 +221,4 @@ def _fatal(failure: MeshFailure) -> None:
         signal.pthread_kill(main.ident, signal.SIGINT)
 
 
-_runtime_module.on_start.append(install_agent)
+_runtime_module.on_start.add(install_agent)

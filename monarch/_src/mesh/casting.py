@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monarch._src.mesh import observe, relay, traffic
 from monarch._src.mesh.context import current_instance
-from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, Envelope
+from monarch._src.mesh.control_ops import Cancel
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import CALL, Call, Control, Envelope
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
@@ -222,7 +224,7 @@ def cancel_call(mesh: ActorMesh[Any], reply: Any, targets: Sequence[int] | None 
     and later replies are dropped."""
     cast = plan(mesh)
     mailbox = get_runtime().mailbox
-    cancel = Control(CONTROL, "cancel", (cast.actor_key, reply), None)
+    cancel = control(Cancel(cast.actor_key, reply))
     table = cast.proc_mesh._table
     hosts = relay.hosts_of(table)
     ranks = cast.ranks if targets is None else [cast.ranks[r] for r in targets]

@@ -10,9 +10,11 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from monarch._src.mesh.control_ops import GetOrSpawnController
 from monarch._src.mesh.proc_mesh import this_proc
 from monarch._src.runtime import runtime as _runtime_module
-from monarch._src.runtime.envelope import CONTROL, Control, decode, encode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import decode, encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.runtime import Runtime, get_runtime
@@ -38,7 +40,7 @@ def get_or_spawn_controller(name: str, Class: type, *args: Any, **kwargs: Any) -
     entry = OncePort()
     root = root_address(rt)
     port = rt.mailbox.open_port(entry, (root,))
-    rt.mailbox.post(root, Control(CONTROL, "get_or_spawn_controller", (name, payload), port))
+    rt.mailbox.post(root, control(GetOrSpawnController(name, payload), port))
     return Future.from_concurrent(entry.cf, decode_reply)
 
 
@@ -47,8 +49,8 @@ def root_address(rt: Runtime) -> str:
 
 
 def _serve(rt: Runtime) -> None:
-    def handler(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        name, payload = args
+    def handler(peer: str, op: GetOrSpawnController, reply: Any) -> None:
+        name, payload = op.name, op.payload
         try:
             with _lock:
                 mesh = _controllers.get(name)
@@ -60,7 +62,7 @@ def _serve(rt: Runtime) -> None:
             return
         rt.mailbox.reply(reply, mesh)
 
-    rt.mailbox.control["get_or_spawn_controller"] = handler
+    rt.mailbox.control.register(GetOrSpawnController, handler)
 
 
-_runtime_module.on_start.append(_serve)
+_runtime_module.on_start.add(_serve)

@@ -21,11 +21,10 @@ import textwrap
 import threading
 import traceback
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any
 
 from monarch._src.config import duration_seconds
-from monarch._src.mesh import inbox, observe, telemetry, upgrade
+from monarch._src.mesh import hooks, inbox, observe, telemetry, upgrade
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.cancellation import CallCancellation
 from monarch._src.mesh.context import (
@@ -34,11 +33,13 @@ from monarch._src.mesh.context import (
     set_message_rank,
     set_thread_instance,
 )
+from monarch._src.mesh.control_ops import Supervise
 from monarch._src.mesh.interruption import call_hiding_loop
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
 from monarch._src.runtime.actor_thread import STOP, ActorThread
-from monarch._src.runtime.envelope import CALL, CONTROL, Call, Control, decode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import CALL, Call, decode
 from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.shape import Extent, Point
 from monarch._src.supervision.errors import (
@@ -78,16 +79,6 @@ _extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 # How many multi-use ports (received in arguments) an actor answers for when it fails; older
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
-
-# Set by the debugger (`monarch._src.debug`) once an actor of this process stopped in it, or while
-# post-mortem debugging is on: called on the actor's thread with (actor, method, exception) when an
-# endpoint raised, before the outcome is sent; it may block the actor (a post-mortem pdb session).
-# None keeps dispatch free of any debugging cost.
-endpoint_error_hook: Callable[[HostedActor, str, BaseException], None] | None = None
-# Set by the debugger once an actor of this process stopped in it: called on the actor's thread
-# with the actor when an endpoint returned, before its value is sent (the call's debug session
-# ends there).
-endpoint_done_hook: Callable[[HostedActor], None] | None = None
 
 
 def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
@@ -356,8 +347,8 @@ class HostedActor:
         try:
             try:
                 result = call_hiding_loop(self.thread.loop, fn, *args, **kwargs)
-                if endpoint_done_hook is not None:
-                    endpoint_done_hook(self)
+                if (done_hook := hooks.endpoint_done.get()) is not None:
+                    done_hook(self)
             finally:
                 cancellation.end_sync(env)
         except Exception as exc:
@@ -383,8 +374,8 @@ class HostedActor:
     ) -> None:
         try:
             result = await fn(*args, **kwargs)
-            if endpoint_done_hook is not None:
-                endpoint_done_hook(self)
+            if (done_hook := hooks.endpoint_done.get()) is not None:
+                done_hook(self)
         except Exception as exc:
             self.cancellation.cancelled.discard(call.reply)
             self._outcome_error(method, exc, reply, rank, explicit)
@@ -402,8 +393,8 @@ class HostedActor:
             if concurrent and reply is not None:
                 # Monarch's concurrent endpoints forward even a BaseException to the caller
                 # (their task wrapper answers the port); the actor lives on.
-                if endpoint_error_hook is not None:
-                    endpoint_error_hook(self, method, exc)
+                if (error_hook := hooks.endpoint_error.get()) is not None:
+                    error_hook(self, method, exc)
                 self._send_error(reply, rank, ActorError(
                     exc, f"Actor call {self.info.name}.{method} failed with BaseException."))
                 return
@@ -421,8 +412,8 @@ class HostedActor:
     def _outcome_error(
         self, method: str, exc: Exception, reply: Any, rank: int, explicit: bool
     ) -> None:
-        if endpoint_error_hook is not None:
-            endpoint_error_hook(self, method, exc)
+        if (error_hook := hooks.endpoint_error.get()) is not None:
+            error_hook(self, method, exc)
         if reply is not None:
             self._send_error(reply, rank, self.actor_error(method, exc))
         else:
@@ -431,8 +422,8 @@ class HostedActor:
             self._fail(failure_report(self._display, _aborted(exc)), exc)
 
     def _outcome_base_error(self, method: str, exc: BaseException, reply: Any, rank: int) -> None:
-        if endpoint_error_hook is not None:
-            endpoint_error_hook(self, method, exc)
+        if (error_hook := hooks.endpoint_error.get()) is not None:
+            error_hook(self, method, exc)
         # The failure answers the reply port, with every other port this actor owes.
         self._fail(failure_report(self._display, _aborted(exc)), exc)
 
@@ -542,8 +533,8 @@ class HostedActor:
         creator = self.info.creator
         self.mailbox.post(
             creator.address,
-            Control(CONTROL, "supervise", (creator.actor_key, self.info.name,
-                                           self.info.actor_key, self.info.rank, report), None),
+            control(Supervise(creator.actor_key, self.info.name, self.info.actor_key,
+                              self.info.rank, report)),
         )
         # A mesh cannot outlive its owner: what this actor owns stops, newest first. The stops
         # run in the background; this actor's thread goes on answering calls with the failure.

@@ -21,12 +21,15 @@ from monarch._src.mesh import hooks, observe, traffic
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
 from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
+from monarch._src.mesh.control_ops import GetProcMesh, Spawn, Supervise
 from monarch._src.mesh.hosted import SpawnInfo, extent_of
 from monarch._src.mesh.native import NativeMesh, native_view, sliced_view
 from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
-from monarch._src.runtime.envelope import CONTROL, Control, copy_payload, decode, encode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import copy_payload, decode, encode
 from monarch._src.runtime.future import Future
+from monarch._src.runtime.mailbox import is_pending
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.progress import Progress
 from monarch._src.runtime.pytokio import Shared
@@ -112,13 +115,18 @@ class ProcTable:
         self.setup_errors: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._progress: Progress | None = None  # procs coming up, once someone waits on them
-        self._missing = sum(1 for k in keys if k.startswith("pending:"))
+        self._missing = sum(1 for k in keys if is_pending(k))
         if self._missing == 0:
             self.ready.set_result(None)
 
+    def is_up(self, rank: int) -> bool:
+        """Whether the proc of `rank` reported its address (its key is that address). A proc
+        that failed since stays up here: `failed` says that."""
+        return not is_pending(self.keys[rank])
+
     def resolve(self, rank: int, addr: str, pid: int) -> None:
         with self._lock:
-            if not self.keys[rank].startswith("pending:"):
+            if self.is_up(rank):
                 return
             self.keys[rank] = addr
             self.pids[rank] = pid
@@ -197,7 +205,7 @@ class ProcTable:
         ran a bootstrap and died before it was ready; None otherwise."""
         if not self.has_bootstrap or self.extent is None or rank in self.failed:
             return None
-        if not self.keys[rank].startswith("pending:"):
+        if self.is_up(rank):
             return None
         point = Point(rank, extent_of(*self.extent))
         return failure_report(f"{self.owner_display}.<{_SETUP_ACTOR} setup{point!r}>", report)
@@ -222,17 +230,16 @@ def report_proc_failure(rt: Any, table: ProcTable, rank: int, report: str) -> No
         # failure is what they all get, and what the proc mesh's owner is told.
         table.setup_failed.add(rank)
         table.fail(rank, setup)
-        rt.mailbox.post(rt.address, Control(
-            CONTROL, "supervise", (table.owner_key, table.name, table.mesh_key, rank, setup),
-            None))
+        rt.mailbox.post(rt.address, control(
+            Supervise(table.owner_key, table.name, table.mesh_key, rank, setup)))
         rt.mailbox.proc_failed(table.keys[rank], table.error(rank, setup))
         return
     table.fail(rank, report)
 
     def supervise(owner: str | None, mesh_name: str, mesh_key: str, mesh_rank: int,
                   text: str) -> None:
-        rt.mailbox.post(rt.address, Control(
-            CONTROL, "supervise", (owner, mesh_name, mesh_key, mesh_rank, text), None))
+        rt.mailbox.post(rt.address, control(
+            Supervise(owner, mesh_name, mesh_key, mesh_rank, text)))
 
     told = False
     for mesh_key, name, creator_key, ranks in table.actor_meshes:
@@ -399,7 +406,7 @@ class ProcMesh(MeshTrait):
         keys = self._table.keys
         for i, rank in enumerate(shape.ranks()):
             info = SpawnInfo(key, name, i, labels, sizes, creator, (self._owner_addr, self._id))
-            rt.mailbox.post(keys[rank], Control(CONTROL, "spawn", (info, payload), None))
+            rt.mailbox.post(keys[rank], control(Spawn(info, payload)))
         if record.SINK is not None:
             observe.actor_mesh_spawned(key, name, Class, self)
         mesh = ActorMesh._create(Class, name, key, self, shape, owned=True)
@@ -673,7 +680,7 @@ def fetch_proc_mesh(ref: tuple[str, str]) -> ProcMesh:
     entry = OncePort()
     rt = get_runtime()
     reply = rt.mailbox.open_port(entry, (addr,))
-    rt.mailbox.post(addr, Control(CONTROL, "get_proc_mesh", (mesh_id,), reply))
+    rt.mailbox.post(addr, control(GetProcMesh(mesh_id), reply))
     return decode_reply(entry.cf.result(timeout=60))  # type: ignore[no-any-return]
 
 

@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Health", "RankState", "actor_rank_state", "proc_rank_state"]
 
-_PENDING = "pending:"
-
-
 class RankState(NamedTuple):
     """The state of one rank (`state.value` is "starting", "running", "failed" or "stopped")."""
 
@@ -41,7 +38,7 @@ def proc_rank_state(table: ProcTable, proc_rank: int) -> RankState:
     report = table.failed.get(proc_rank)
     if report is not None:
         return RankState(Health.FAILED, report, pid, proc_rank)
-    if table.keys[proc_rank].startswith(_PENDING):
+    if not table.is_up(proc_rank):
         return RankState(Health.STARTING, "", pid, proc_rank)
     return RankState(Health.RUNNING, "", pid, proc_rank)
 

@@ -34,8 +34,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
+from monarch._src.mesh.control_ops import Cancel, Relay, RelayBounced, RelayCast
+from monarch._src.runtime.control import control, record_of
 from monarch._src.runtime.envelope import (
-    CONTROL,
     PORT,
     PORT_BATCH,
     PORT_ERROR,
@@ -43,12 +44,13 @@ from monarch._src.runtime.envelope import (
     Control,
     Envelope,
     Payload,
+    PortAddr,
     PortMsg,
     as_record,
     copy_payload,
     encode,
 )
-from monarch._src.runtime.mailbox import PENDING_PREFIX, Mailbox
+from monarch._src.runtime.mailbox import Mailbox
 from monarch._src.runtime.ports import PortEntry
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.supervision.errors import SupervisionError
@@ -85,9 +87,8 @@ class Hosts:
         gone (failed, or its connection lost); None when there is none."""
         keys = table.keys
         for rank in self.ranks_on[host]:
-            key = keys[rank]
-            if (rank not in table.failed and not key.startswith(PENDING_PREFIX)
-                    and not mailbox.is_dead(key)):
+            if (rank not in table.failed and table.is_up(rank)
+                    and not mailbox.is_dead(keys[rank])):
                 return rank
         return None
 
@@ -97,7 +98,7 @@ class Hosts:
         if relay is not None:
             return table.keys[relay]
         for rank in self.ranks_on[host]:
-            if rank not in table.failed and table.keys[rank].startswith(PENDING_PREFIX):
+            if rank not in table.failed and not table.is_up(rank):
                 return table.keys[rank]
         return None
 
@@ -117,11 +118,10 @@ class Hosts:
         never_up: list[tuple[int, int]] = []
         for local in range(len(ranks)) if local_ranks is None else local_ranks:
             g = ranks[local]
-            key = keys[g]
-            if key.startswith(PENDING_PREFIX):
+            if not table.is_up(g):
                 never_up.append((g, local))
             else:
-                groups.setdefault(self.host_of[g], []).append((key, local))
+                groups.setdefault(self.host_of[g], []).append((keys[g], local))
         if cacheable:
             if len(self._views) >= _VIEWS_KEPT:
                 self._views.clear()
@@ -213,8 +213,7 @@ def cast(table: ProcTable, hosts: Hosts, ranks: list[int], local_ranks: Iterable
                 posts.extend((addr, template._replace(cast_rank=(local, *extent)))
                              for addr, local in targets)
             else:
-                posts.append((keys[relay],
-                              Control(CONTROL, "relay_cast", (gather, raw, targets), None)))
+                posts.append((keys[relay], control(RelayCast(gather, raw, targets))))
         mailbox.post_all(posts, payload)
 
     if not hosts.gate(send):
@@ -249,7 +248,7 @@ def _by_host(mailbox: Mailbox, table: ProcTable, hosts: Hosts, envs: list[tuple[
     groups: dict[int, list[tuple[int, Envelope]]] = {}
     posts: list[tuple[str, Envelope]] = []
     for g, env in envs:
-        if keys[g].startswith(PENDING_PREFIX):
+        if not table.is_up(g):
             posts.append((keys[g], env))
         else:
             groups.setdefault(hosts.host_of[g], []).append((g, env))
@@ -259,7 +258,7 @@ def _by_host(mailbox: Mailbox, table: ProcTable, hosts: Hosts, envs: list[tuple[
             posts.extend((keys[g], env) for g, env in group)
             continue
         forwarded = [(keys[g], tuple(env)) for g, env in group]
-        posts.append((keys[relay], Control(CONTROL, "relay", (gather, forwarded), None)))
+        posts.append((keys[relay], control(Relay(gather, forwarded))))
     return posts
 
 
@@ -329,17 +328,15 @@ def install(mailbox: Mailbox) -> None:
             _, env, peer = local.popleft()
             _deliver_here(mailbox, peer, env)
 
-    def relay(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        gather, forwarded = args
-        fan_out(peer, gather, [(addr, as_record(raw)) for addr, raw in forwarded])
+    def relay(peer: str, op: Relay, reply: PortAddr | None) -> None:
+        fan_out(peer, op.gather, [(addr, as_record(raw)) for addr, raw in op.forwarded])
 
-    def relay_cast(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        gather, raw, targets = args
-        template = as_record(raw)
+    def relay_cast(peer: str, op: RelayCast, reply: PortAddr | None) -> None:
+        template = as_record(op.call)
         assert type(template) is Call
         extent = template.cast_rank[1:]
-        fan_out(peer, gather, [(addr, template._replace(cast_rank=(local, *extent)))
-                               for addr, local in targets])
+        fan_out(peer, op.gather, [(addr, template._replace(cast_rank=(local, *extent)))
+                                  for addr, local in op.targets])
 
     def fan_out(peer: str, gather: Any, forwarded: list[tuple[str, Envelope]]) -> None:
         here = mailbox.address
@@ -362,19 +359,18 @@ def install(mailbox: Mailbox) -> None:
                     sent = copy_payload(env.payload) if peer == here else _wrapped(env.payload)
                     payloads[id(env.payload)] = sent
                 env = env._replace(payload=sent, reply=env.reply if port is None else port)
-            elif type(env) is Control and env.op == "cancel":
-                key, cancelled = env.args
-                batched = batching.get(tuple(cancelled))
+            elif type(env) is Control and (cancel := record_of(env, Cancel)) is not None:
+                batched = batching.get(tuple(cancel.port))
                 if batched is not None:
-                    env = env._replace(args=(key, batched))
+                    env = control(cancel._replace(port=batched), env.reply)
             if addr == here:
                 mine = [0, env, peer]
             elif (type(env) is Call and env.reply is None and peer != here
                   and mailbox.is_dead(addr)):
                 # Nobody waits for it: it bounces to its sender's process, as it would have
                 # bounced there had that process sent it.
-                mailbox.post(peer, Control(CONTROL, "relay_bounced",
-                                           (tuple(env), f"the proc at {addr} is gone"), None))
+                mailbox.post(peer, control(RelayBounced(tuple(env),
+                                                        f"the proc at {addr} is gone")))
             else:
                 outgoing.append((addr, env))
         if mine is None:
@@ -393,15 +389,14 @@ def install(mailbox: Mailbox) -> None:
             mailbox.post(addr, env, written)
         deliver_ready()
 
-    def relay_bounced(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        raw, why = args
-        call = as_record(raw)
+    def relay_bounced(peer: str, op: RelayBounced, reply: PortAddr | None) -> None:
+        call = as_record(op.call)
         if mailbox.on_undeliverable is not None and type(call) is Call:
-            mailbox.on_undeliverable(call, SupervisionError(why))
+            mailbox.on_undeliverable(call, SupervisionError(op.why))
 
-    mailbox.control["relay"] = relay
-    mailbox.control["relay_cast"] = relay_cast
-    mailbox.control["relay_bounced"] = relay_bounced
+    mailbox.control.register(Relay, relay)
+    mailbox.control.register(RelayCast, relay_cast)
+    mailbox.control.register(RelayBounced, relay_bounced)
 
 
 def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
@@ -417,7 +412,5 @@ def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
 
         mailbox.when_actor(call.actor_key, lambda actor: actor.enqueue(call), missing)
     elif type(env) is Control:
-        handler = mailbox.control.get(env.op)
-        if handler is not None:
-            handler(peer, env.args, env.reply)
+        mailbox.run_control(peer, env)
 

@@ -34,8 +34,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from monarch._src.mesh import casting, inbox
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
+from monarch._src.mesh.control_ops import UpgradeActor, UpgradeDecision
 from monarch._src.mesh.interruption import call_hiding_loop
-from monarch._src.runtime.envelope import CONTROL, PORT_ERROR, Control, Payload, decode
+from monarch._src.runtime.control import control
+from monarch._src.runtime.envelope import PORT_ERROR, Payload, decode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import CountPort, PortEntry
 from monarch._src.runtime.runtime import get_runtime
@@ -226,14 +228,14 @@ def upgrade_mesh(mesh: ActorMesh[Any], new_class: type, payload: Payload) -> Fut
             back_to_old()
         acks = CountPort(len(cast.ranks))
         reply = mailbox.open_port(acks, targets)
-        casting.post_control(mesh, Control(CONTROL, "upgrade_decision", (key, commit), reply))
+        casting.post_control(mesh, control(UpgradeDecision(key, commit), reply))
         # The decision's answers only order the outcome after it; an error there (a proc
         # gone) changes nothing the votes did not say.
         acks.cf.add_done_callback(lambda _: outcome.set_result(votes))
 
     votes.cf.add_done_callback(voted)
     reply = mailbox.open_port(votes, targets)
-    casting.post_control(mesh, Control(CONTROL, "upgrade_actor", (key, payload), reply))
+    casting.post_control(mesh, control(UpgradeActor(key, payload), reply))
 
     def result(done: _Votes) -> None:  # the reader's thread: decode the errors there
         if not done.failed():

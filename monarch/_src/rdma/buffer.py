@@ -300,9 +300,10 @@ class RdmaBuffer:
                 self._local = None
                 return _done()
             from monarch._src.rdma.control import ask
+            from monarch._src.rdma.control_ops import RdmaDrop
 
             return transfer.worker_pool().submit(
-                ask, h.owner_addr, "rdma_drop", (h.buffer_id, h.token), 60.0)
+                ask, h.owner_addr, RdmaDrop(h.buffer_id, h.token), 60.0)
 
         return _after(ready, release)
 

@@ -14,10 +14,12 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from monarch._src.config import get as config_get
-from monarch._src.lowlevel import CONTROL, Control, OncePort, Runtime, decode_reply, get_runtime
+from monarch._src.lowlevel import OncePort, Runtime, control, decode_reply, get_runtime, op_name
+from monarch._src.rdma.control_ops import RdmaCuda, RdmaDrop, RdmaIbConnect, RdmaShm
 
 if TYPE_CHECKING:
     from monarch._src.rdma.manager import Manager
@@ -29,16 +31,15 @@ def install(rt: Runtime, manager: Manager) -> None:
     """Register the owner-side RDMA control operations in `rt`'s mailbox."""
     mailbox = rt.mailbox
 
-    def rdma_drop(peer: str, args: tuple[Any, ...], reply: Any) -> None:
-        bid, token = args
-        manager.drop(bid, token)
+    def rdma_drop(peer: str, op: RdmaDrop, reply: Any) -> None:
+        manager.drop(op.buffer_id, op.token)
         if reply is not None:
             mailbox.reply(reply, None)
 
-    def _offload(fn: Any, args: tuple[Any, ...], reply: Any) -> None:
+    def _offload(copy: Callable[[], None], reply: Any) -> None:
         def run() -> None:
             try:
-                fn(manager, *args)
+                copy()
             except Exception as exc:  # noqa: BLE001 - any failure is the requester's answer
                 mailbox.reply_error(reply, exc)
             else:
@@ -46,22 +47,24 @@ def install(rt: Runtime, manager: Manager) -> None:
 
         _serve_pool().submit(run)
 
-    def rdma_shm(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def rdma_shm(peer: str, op: RdmaShm, reply: Any) -> None:
         from monarch._src.rdma.shm import serve_copy
 
-        _offload(serve_copy, args, reply)
+        _offload(lambda: serve_copy(manager, op.buffer_id, op.token, op.write, op.offset,
+                                    op.length, op.name), reply)
 
-    def rdma_cuda(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def rdma_cuda(peer: str, op: RdmaCuda, reply: Any) -> None:
         from monarch._src.rdma.cuda import serve_stage
 
-        _offload(serve_stage, args, reply)
+        _offload(lambda: serve_stage(manager, op.buffer_id, op.token, op.to_device, op.length),
+                 reply)
 
-    def rdma_ib_connect(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def rdma_ib_connect(peer: str, op: RdmaIbConnect, reply: Any) -> None:
         from monarch._src.rdma.verbs import serve_connect
 
         def run() -> None:
             try:
-                mine = serve_connect(args[0])
+                mine = serve_connect(op.qp)
             except Exception as exc:  # noqa: BLE001 - any failure is the requester's answer
                 mailbox.reply_error(reply, exc)
             else:
@@ -69,10 +72,10 @@ def install(rt: Runtime, manager: Manager) -> None:
 
         _serve_pool().submit(run)
 
-    mailbox.control["rdma_ib_connect"] = rdma_ib_connect
-    mailbox.control["rdma_drop"] = rdma_drop
-    mailbox.control["rdma_shm"] = rdma_shm
-    mailbox.control["rdma_cuda"] = rdma_cuda
+    mailbox.control.register(RdmaIbConnect, rdma_ib_connect)
+    mailbox.control.register(RdmaDrop, rdma_drop)
+    mailbox.control.register(RdmaShm, rdma_shm)
+    mailbox.control.register(RdmaCuda, rdma_cuda)
 
 
 class LazyPool:
@@ -97,21 +100,22 @@ class LazyPool:
 _serve_pool = LazyPool("monarch-rdma-serve")
 
 
-def ask(owner_addr: str, op: str, args: tuple[Any, ...], timeout: float) -> Any:
-    """Send control `op` to the owner's proc and wait at most `timeout` s for its answer."""
-    return ask_all([owner_addr], op, args, timeout)[0]
+def ask(owner_addr: str, op: tuple[Any, ...], timeout: float) -> Any:
+    """Send control operation `op` (a record of `control_ops.py`) to the owner's proc and wait
+    at most `timeout` s for its answer."""
+    return ask_all([owner_addr], op, timeout)[0]
 
 
-def ask_all(addrs: list[str], op: str, args: tuple[Any, ...], timeout: float) -> list[Any]:
-    """Send control `op` to every proc of `addrs` at once and wait, at most `timeout` s in all,
-    for their answers (in order); the first error (by position) is raised."""
+def ask_all(addrs: list[str], op: tuple[Any, ...], timeout: float) -> list[Any]:
+    """Send control operation `op` to every proc of `addrs` at once and wait, at most `timeout`
+    s in all, for their answers (in order); the first error (by position) is raised."""
     rt = get_runtime()
     deadline = time.monotonic() + max(timeout, 0.0)
     asked = []
     for addr in addrs:
         entry = OncePort()
         port = rt.mailbox.open_port(entry, (addr,))
-        rt.mailbox.post(addr, Control(CONTROL, op, args, port))
+        rt.mailbox.post(addr, control(op, port))
         asked.append((addr, entry, port))
     answers = []
     for i, (addr, entry, _port) in enumerate(asked):
@@ -120,6 +124,8 @@ def ask_all(addrs: list[str], op: str, args: tuple[Any, ...], timeout: float) ->
         except concurrent.futures.TimeoutError as exc:
             for _, _, left in asked[i:]:
                 rt.mailbox.close_port(left)
-            raise TimeoutError(f"The RDMA owner at {addr} did not answer {op} in time.") from exc
+            raise TimeoutError(
+                f"The RDMA owner at {addr} did not answer {op_name(type(op))} in time."
+            ) from exc
         answers.append(decode_reply(raw))
     return answers

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from monarch._src.config import get as config_get
 from monarch._src.lowlevel import Runtime, get_runtime, install_on_start, proc_table
 from monarch._src.rdma.control import LazyPool, ask_all
+from monarch._src.rdma.control_ops import RdmaInit
 from monarch._src.rdma.errors import RdmaInitError
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def _init_mesh(proc_mesh: Any, timeout: float) -> None:
         others = [a for a in addrs if a != here and a not in _started]
     if not others:
         return
-    ask_all(others, "rdma_init", (), max(deadline - time.monotonic(), 0.0))
+    ask_all(others, RdmaInit(), max(deadline - time.monotonic(), 0.0))
     with _started_lock:
         _started.update(others)
 
@@ -98,7 +99,7 @@ def _init_mesh(proc_mesh: Any, timeout: float) -> None:
 def _install_agent(rt: Runtime) -> None:
     mailbox = rt.mailbox
 
-    def rdma_init(peer: str, args: tuple[Any, ...], reply: Any) -> None:
+    def rdma_init(peer: str, op: RdmaInit, reply: Any) -> None:
         # Starting a manager binds a socket: off the runtime loop.
         def run() -> None:
             try:
@@ -112,7 +113,7 @@ def _install_agent(rt: Runtime) -> None:
 
         _serve_pool().submit(run)
 
-    mailbox.control["rdma_init"] = rdma_init
+    mailbox.control.register(RdmaInit, rdma_init)
 
 
 def install() -> None:

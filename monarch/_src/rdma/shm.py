@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from monarch._src.lowlevel import SHM_DIR, SHM_PREFIX, owned_name, sweep_ended
 from monarch._src.rdma.control import ask
+from monarch._src.rdma.control_ops import RdmaShm
 
 if TYPE_CHECKING:
     from monarch._src.rdma.handle import BufferHandle
@@ -71,7 +72,7 @@ def _run(h: BufferHandle, write: bool, local: int, length: int, timeout: float) 
             n = min(CHUNK, length - off)
             if write:
                 ctypes.memmove(seg, local + off, n)
-            ask(h.owner_addr, "rdma_shm", (h.buffer_id, h.token, write, off, n, name),
+            ask(h.owner_addr, RdmaShm(h.buffer_id, h.token, write, off, n, name),
                 deadline - time.monotonic())
             if not write:
                 ctypes.memmove(local + off, seg, n)

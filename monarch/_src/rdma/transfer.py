@@ -28,6 +28,7 @@ from monarch._src.config import get as config_get
 from monarch._src.rdma import vm
 from monarch._src.rdma.backend import is_ibverbs_available
 from monarch._src.rdma.control import LazyPool, ask
+from monarch._src.rdma.control_ops import RdmaCuda
 from monarch._src.rdma.errors import RDMABufferDroppedError
 from monarch._src.rdma.handle import BufferHandle
 from monarch._src.rdma.hostinfo import host_identity, process_start_time
@@ -144,7 +145,7 @@ def _run_op(op: Op, deadline: float) -> None:
 
 def _stage_remote(h: BufferHandle, to_device: bool, n: int, deadline: float) -> None:
     try:
-        ask(h.owner_addr, "rdma_cuda", (h.buffer_id, h.token, to_device, n),
+        ask(h.owner_addr, RdmaCuda(h.buffer_id, h.token, to_device, n),
             deadline - time.monotonic())
     except RDMABufferDroppedError as exc:
         raise dropped_error(h) from exc

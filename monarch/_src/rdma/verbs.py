@@ -161,11 +161,12 @@ class _Conn:
 
     def __init__(self, owner_addr: str, timeout: float) -> None:
         from monarch._src.rdma.control import ask
+        from monarch._src.rdma.control_ops import RdmaIbConnect
 
         dev = _dev()
         self.qp, self.cq = dev.new_qp()
         mine = dev.info(self.qp, secrets.randbits(24))
-        peer = ask(owner_addr, "rdma_ib_connect", (mine,), timeout)
+        peer = ask(owner_addr, RdmaIbConnect(mine), timeout)
         _connect(self.qp, mine, peer)
         self.lock = threading.Lock()
 

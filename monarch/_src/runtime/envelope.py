@@ -110,14 +110,17 @@ class PortMsg(NamedTuple):
 
 
 class Control(NamedTuple):
-    """`CONTROL`: operation `op` for the receiving process's agent (its `Mailbox.control`)."""
+    """`CONTROL`: a control operation for the receiving process's agent (its `Mailbox.control`).
+
+    Built by `runtime.control.control(record, reply)` from the operation's typed record, whose
+    class the receiver's table finds by `op` and rebuilds from `fields`."""
 
     kind: int
     """Always `CONTROL`."""
     op: str
-    """The name of the registered control handler."""
-    args: tuple[Any, ...]
-    """The handler's arguments (plain picklable values)."""
+    """The operation's wire name (`runtime.control.control_op`)."""
+    fields: tuple[Any, ...]
+    """The record's fields in order, as a plain tuple (plain picklable values)."""
     reply: PortAddr | None
     """Where the handler's answer or error goes, or None."""
 

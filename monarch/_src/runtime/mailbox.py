@@ -9,7 +9,8 @@ the loop drains in order, waking the loop only when the queue was empty, so a bu
 one wake-up. Envelopes for this very process are delivered without touching the network.
 
 Receiving: batches arrive on the loop; `CALL` envelopes go to the target actor's inbox, `PORT`
-envelopes to the port table, `CONTROL` envelopes to the registered control handlers.
+envelopes to the port table, `CONTROL` envelopes to the handler of their operation's record
+type in `Mailbox.control` (`runtime/control.py`).
 
 Failure: when the connection to a peer breaks, every port still waiting on a reply from that peer
 fails with `SupervisionError`, and later calls to it fail at once; nothing waits for a timeout.
@@ -26,8 +27,8 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from monarch._src.config import duration_seconds
+from monarch._src.runtime.control import ControlTable, PortsHanded, control
 from monarch._src.runtime.envelope import (
-    CONTROL,
     PORT,
     PORT_ERROR,
     PORT_VALUE,
@@ -44,12 +45,30 @@ from monarch._src.runtime.ports import PortEntry
 from monarch._src.supervision.errors import SupervisionError
 from monarch._src.transport.comm import Transport, TransportFactory
 
-__all__ = ["PENDING_PREFIX", "Mailbox"]
+__all__ = [
+    "PENDING_PREFIX",
+    "Mailbox",
+    "is_pending",
+    "pending_key",
+]
 
 logger = logging.getLogger(__name__)
 
-# Routing keys of procs whose address is not known yet ("pending:<proc_id>").
+# Routing keys of procs whose address is not known yet ("pending:<proc_id>"): `pending_key`
+# makes one, `is_pending` tells one; only they and the mailbox's routing read the prefix.
 PENDING_PREFIX = "pending:"
+
+
+def pending_key(proc_id: str) -> str:
+    """The routing key of proc `proc_id` until its address is known (`Mailbox.resolve`)."""
+    return PENDING_PREFIX + proc_id
+
+
+def is_pending(key: str) -> bool:
+    """Whether routing key `key` names a proc whose address is not known yet."""
+    return key.startswith(PENDING_PREFIX)
+
+
 # A post-queue item that records reply ports handed to peers in call arguments (not an address).
 _HANDED: Any = "handed:"
 # How many handed ports are remembered per peer; older ones are forgotten (memory stays bounded).
@@ -95,9 +114,6 @@ class Inbox(Protocol):
     def enqueue(self, env: Call) -> None: ...
 
 
-ControlHandler = Callable[[str, tuple[Any, ...], "PortAddr | None"], None]
-
-
 class Mailbox:
     """The router of one process. Fields are touched on the loop thread unless noted."""
 
@@ -111,7 +127,7 @@ class Mailbox:
         self.actors: dict[str, Inbox] = {}  # actor key -> actor living here (`add_actor`)
         # Actor key not registered yet -> (expiry timer, [(found, missing)] in arrival order).
         self._unborn: dict[str, tuple[asyncio.TimerHandle, list[_Waiter]]] = {}
-        self.control: dict[str, ControlHandler] = {}  # op -> handler, registered at start-up
+        self.control = ControlTable()  # control operation -> handler, registered at start-up
         self._ports: dict[int, PortEntry] = {}  # open ports of this process (any thread adds)
         self._port_ids = itertools.count(1)
         self._port_peers: dict[int, tuple[str, ...]] = {}  # port -> peers that owe it replies
@@ -142,7 +158,7 @@ class Mailbox:
         # Called (on the loop) with a CALL envelope without reply port that could not be
         # delivered, and why; the proc agent hands it to the sending actor.
         self.on_undeliverable: Callable[[Call, BaseException], None] | None = None
-        self.control["ports_handed"] = self._ports_handed_here
+        self.control.register(PortsHanded, self._ports_handed_here)
         self.transport.on_hello = self._peer_hello
 
     async def start(self, address: str | None = None) -> str:
@@ -197,10 +213,10 @@ class Mailbox:
         one answer per rank); the newest `_HANDED_MAX` per peer are remembered."""
         self._enqueue(_HANDED, (ports, peers, watcher), None)
 
-    def _ports_handed_here(self, sender: str, args: tuple[Any, ...], reply: Any) -> None:
+    def _ports_handed_here(self, sender: str, op: PortsHanded, reply: PortAddr | None) -> None:
         """The process that handed ports of this one to `peers` tells this one, their watcher:
         answer them with the exit status if those procs die."""
-        self._record_handed(*args)
+        self._record_handed(op.ports, op.peers)
 
     def _record_handed(self, ports: list[Handed], peers: tuple[str, ...],
                        watcher: str | None = None) -> None:
@@ -213,7 +229,7 @@ class Mailbox:
             known = tuple(self._alias.get(peer, peer) for peer in peers)
             known = tuple(peer for peer in known if not peer.startswith(PENDING_PREFIX))
             if known:
-                self.post(watcher, Control(CONTROL, "ports_handed", (owned, known), None))
+                self.post(watcher, control(PortsHanded(owned, known)))
         for peer in peers:
             peer = self._alias.get(peer, peer)
             if peer in self._dead:
@@ -398,17 +414,23 @@ class Mailbox:
         elif type(env) is Call:
             self._deliver_call(env)
         elif type(env) is Control:
-            op, reply = env.op, env.reply
-            handler = self.control.get(op)
-            if handler is None:
-                logger.error("monarch: unknown control operation %r from %s", op, peer)
+            self.run_control(peer, env)
+
+    def run_control(self, peer: str, env: Control) -> None:
+        """Hand `env` to the handler of its operation; a failure is logged and answered to its
+        reply port, an operation this process does not know only logged (loop)."""
+        reply = env.reply
+        try:
+            found = self.control.resolve(env)
+            if found is None:
+                logger.error("monarch: unknown control operation %r from %s", env.op, peer)
                 return
-            try:
-                handler(peer, env.args, reply)
-            except Exception as exc:
-                logger.exception("monarch: control operation %r failed", op)
-                if reply is not None:
-                    self.reply_error(reply, exc)
+            handler, op = found
+            handler(peer, op, reply)
+        except Exception as exc:
+            logger.exception("monarch: control operation %r failed", env.op)
+            if reply is not None:
+                self.reply_error(reply, exc)
 
     def _deliver_call(self, env: Call) -> None:
         actor = self.actors.get(env.actor_key)
