@@ -11,11 +11,6 @@ remote operation returns a `Future` at once: `.get()` blocks, `await` does not.
 
 from __future__ import annotations
 
-# First, so the fork server imports the proc runtime while this process imports the rest.
-from monarch._src.hosts.prestart import prestart_zygote as _prestart_zygote
-
-_prestart_zygote()
-
 import sys
 from typing import Any
 

@@ -156,8 +156,8 @@ def test_debug_agent_install_is_idempotent() -> None:
 
     agent.install()
     agent.install()
-    assert runtime.on_start.count(agent.install_debug_agent) == 1
-    assert runtime.on_start.count(stacks.install_stacks) == 1
+    assert list(runtime.on_start).count(agent.install_debug_agent) == 1
+    assert list(runtime.on_start).count(stacks.install_stacks) == 1
 
 
 def test_breakpoint_outside_actor_uses_previous_hook(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,6 +1,6 @@
 """Modules the zygote preloads for the procs (torch, numpy) are imported under the controller's
-environment at the spawn that preloads them, not the one the zygote started with at
-`import monarch.actor`: a variable they read when they load, set in between, reaches the procs
+environment at the spawn that preloads them, not the one the zygote started with at the first
+`this_host()`: a variable they read when they load, set in between, reaches the procs
 as it would a proc that imported them itself (torchmonarch's procs start fresh)."""
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 _CONTROLLER = textwrap.dedent("""
     import os, sys
-    import monarch.actor as actor                  # the zygote starts now, without the variable
+    import monarch.actor as actor
+    actor.this_host()                              # the zygote starts now, without the variable
     from monarch._src.hosts import zygote_client
     zygote_client.PRELOADABLE = ("tests.hosts.envprobe",)
     os.environ["MONARCH_TEST_ENVPROBE"] = "set after import monarch.actor"

@@ -478,7 +478,7 @@ async def test_mailbox_control_to_dead_peer_replies_supervision_error(mailboxes:
 async def test_mailbox_mark_dead_calls_on_peer_lost(mailboxes: Any) -> None:
     mb = await mailboxes()
     seen: list[tuple[str, BaseException]] = []
-    mb.on_peer_lost.append(lambda peer, err: seen.append((peer, err)))
+    mb.on_peer_lost.add(lambda peer, err: seen.append((peer, err)))
     err = SupervisionError("bye")
     mb.mark_dead("inproc://192.0.2.9/1/8", err)
     assert seen == [("inproc://192.0.2.9/1/8", err)]
@@ -488,7 +488,7 @@ async def test_mailbox_mark_dead_twice_keeps_first_error(mailboxes: Any) -> None
     mb = await mailboxes()
     peer = "inproc://192.0.2.9/1/9"
     seen: list[BaseException] = []
-    mb.on_peer_lost.append(lambda _, err: seen.append(err))
+    mb.on_peer_lost.add(lambda _, err: seen.append(err))
     first = SupervisionError("killed by signal 9")
     mb.mark_dead(peer, first)
     mb.mark_dead(peer, TransportError("connection reset"))
@@ -580,7 +580,7 @@ async def _connected_pair_with_delegate(
         asked.put_nowait((peer, err))
         return True  # "that process is watched; its watcher will report why it ended"
 
-    a.lost_delegate = delegate
+    a.lost_delegate.install(delegate)
     b.control.register(_Hello, lambda peer, op, reply: b.reply(reply, "hi"))
     entry = OncePort()
     a.post(b.address, control(_Hello(), a.open_port(entry)))

@@ -37,7 +37,7 @@ def test_the_break_of_the_newest_connection_is_still_a_loss(boxes: list[_Box]) -
     a, b = _Box(), _Box()
     boxes.append(a)
     lost = threading.Event()
-    a.mailbox.on_peer_lost.append(lambda peer, err: lost.set())
+    a.mailbox.on_peer_lost.add(lambda peer, err: lost.set())
     assert b.ask(a.mailbox.address, 1) == 1
     b.close()  # b exits: its only (newest) connection to a breaks, a sends nothing
     assert lost.wait(10)

@@ -58,7 +58,7 @@ def start_admin(admin_addr: str | None = None, telemetry_url: str | None = None,
             f"{running.url} or leave admin_addr unset.")
     server = running or ControlServer.start(None, host, port)
     if telemetry_url is not None:
-        http.telemetry_url = telemetry_url
+        http.set_telemetry_url(telemetry_url)
     if announce and running is None:
         base = server.url
         sys.stderr.write(f"Mesh admin server listening on {base}\n"

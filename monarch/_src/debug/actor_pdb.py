@@ -9,7 +9,7 @@ thread): the proc's loop, its other actors and every other proc keep running.
 
 A session belongs to one endpoint call: it is registered at the root (`debug_register`: actor
 mesh name, rank, coordinates, host) at the call's first stop, and ends (`debug_end`) when the
-call returns (the mesh calls `end_call` through `hosted.endpoint_done_hook`, which also switches
+call returns (the mesh calls `end_call` through the `endpoint_done` hook slot, which also switches
 pdb off) or once post-mortem of its exception is over. `continue` resumes the actor within the
 session: a later `breakpoint()`, or a breakpoint set with `b`, stops it again in the same
 session, and an exception the call raises after a stop is debugged post-mortem there. A stop

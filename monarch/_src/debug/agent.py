@@ -7,8 +7,8 @@ it: `monarch._src.wiring.controller` in a client, `monarch._src.wiring.proc` in 
 * `breakpoint()` on an actor's thread stops that actor under an `ActorPdb`; anywhere else (the
   user's own script, a thread of their own) the hook that was installed before runs, so a
   script's breakpoint still opens the ordinary pdb. From the first such stop on, the mesh tells
-  the debugger when an endpoint returns (`hosted.endpoint_done_hook`: the call's session ends)
-  or raises (`hosted.endpoint_error_hook`: a call that stopped is debugged post-mortem).
+  the debugger when an endpoint returns (the `endpoint_done` hook slot: the call's session ends)
+  or raises (the `endpoint_error` hook slot: a call that stopped is debugged post-mortem).
 * `debug_input(sid, line)`: a debugger command for a paused actor of this process.
 * `debug_mode(post_mortem)`: switch post-mortem debugging of endpoint exceptions on or off here.
   Procs started while it is on see `MONARCH_DEBUG_POST_MORTEM=1` in their environment.
@@ -32,8 +32,7 @@ from monarch._src.debug.control_ops import (
     DebugOutput,
     DebugRegister,
 )
-from monarch._src.lowlevel import Runtime, install_on_start, runtime_if_started
-from monarch._src.mesh import hosted
+from monarch._src.lowlevel import Runtime, hooks, install_on_start, runtime_if_started
 from monarch._src.mesh.context import current_hosted
 
 __all__ = ["POST_MORTEM_ENV", "install", "install_debug_agent", "set_local_post_mortem"]
@@ -54,8 +53,8 @@ def _breakpoint_hook(*args: Any, **kwargs: Any) -> Any:
 
     global _stopped
     _stopped = True
-    hosted.endpoint_done_hook = _call_done_hook
-    hosted.endpoint_error_hook = _post_mortem_hook
+    hooks.endpoint_done.install(_call_done_hook)
+    hooks.endpoint_error.install(_post_mortem_hook)
     actor_pdb.set_trace(rt, actor, sys._getframe(1))
     return None
 
@@ -92,7 +91,10 @@ def set_local_post_mortem(enabled: bool) -> None:
     endpoint call that stopped in the debugger is debugged post-mortem either way)."""
     global _post_mortem_all
     _post_mortem_all = enabled
-    hosted.endpoint_error_hook = _post_mortem_hook if enabled or _stopped else None
+    if enabled or _stopped:
+        hooks.endpoint_error.install(_post_mortem_hook)
+    else:
+        hooks.endpoint_error.clear()  # dispatch pays nothing for debugging
 
 
 def install_debug_agent(rt: Runtime) -> None:

@@ -350,7 +350,7 @@ class _Hub:
             if self._watching:
                 return
             self._watching = True
-        get_runtime().mailbox.on_peer_lost.append(self._peer_lost)
+        get_runtime().mailbox.on_peer_lost.add(self._peer_lost)
         set_paused_source(self.paused)
 
     def _peer_lost(self, address: str, err: BaseException) -> None:

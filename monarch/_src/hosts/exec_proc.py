@@ -39,7 +39,7 @@ def main(argv: list[str]) -> int:
 
     # Procs this one starts with this_host() are started the same way (a wrapper script is not
     # sys.executable: the interpreter it starts is).
-    local.launched_with = spec.pop("python", None)
+    local.set_launched_with(spec.pop("python", None))
 
     return run_proc(spec)
 

@@ -26,6 +26,7 @@ from monarch._src.hosts.bootstrap_command import check_commands, launch_env, pro
 from monarch._src.hosts.connection_loss import CONFIRM_DELAY, confirm_lost
 from monarch._src.hosts.control_ops import Log, LogTail, ProcOutput, ProcReady
 from monarch._src.hosts.heartbeat import HeartbeatMonitor
+from monarch._src.hosts.prestart import prestart_zygote
 from monarch._src.hosts.proc_logs import ProcLogs
 from monarch._src.hosts.proc_spawn import proc_spec, watch_spawn
 from monarch._src.hosts.proc_stop import STOPPED_REPORT, StopLimits, stop_table
@@ -39,7 +40,7 @@ from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
 
-__all__ = ["LocalHostAgent", "local_agent", "proc_exit_report", "this_host"]
+__all__ = ["LocalHostAgent", "local_agent", "proc_exit_report", "set_launched_with", "this_host"]
 
 # How many stopped procs' output is still routed (see LocalHostAgent._stopped_procs).
 _STOPPED_PROCS_KEPT = 1024
@@ -81,8 +82,8 @@ class LocalHostAgent:
         rt.mailbox.control.register(ProcReady, self._proc_ready)
         rt.mailbox.control.register(Log, self._log)
         rt.mailbox.control.register(LogTail, self._log_tail)
-        rt.mailbox.lost_delegate = self._connection_lost
-        rt.shutdown_hooks.append(self.close)
+        rt.mailbox.lost_delegate.install(self._connection_lost)
+        rt.shutdown_hooks.add(self.close)
 
     # ---- the child watch (zygote_client.py's thread) ------------------------------------------
     def _spawned(self, proc_id: str, pid: int) -> None:
@@ -401,6 +402,9 @@ def local_agent() -> LocalHostAgent:
     if _agent is None:
         with _agent_lock:
             if _agent is None:
+                # First use of this machine's host: the zygote imports the proc runtime while
+                # this process starts its runtime, so the first spawn_procs only forks.
+                prestart_zygote()
                 _agent = LocalHostAgent(get_runtime())
                 host_agent.register(_agent)
     return _agent
@@ -408,6 +412,13 @@ def local_agent() -> LocalHostAgent:
 
 # In a proc started by `with_python_executable(path)`: that path, which this_host() keeps.
 launched_with: str | None = None
+
+
+def set_launched_with(python: str | None) -> None:
+    """Record the interpreter this proc was started with (`exec_proc`): the procs it starts with
+    this_host() run it too. None: `sys.executable`."""
+    global launched_with
+    launched_with = python
 
 
 def this_host() -> HostMesh:

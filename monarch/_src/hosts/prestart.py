@@ -1,9 +1,12 @@
 """Starting the local fork server (the zygote), possibly ahead of need.
 
-Stdlib only, so `monarch.actor` can start the zygote first thing on import: the zygote then
-imports the proc runtime while the controller imports the rest of monarch, and the first
-`spawn_procs` only forks. Never done inside monarch's own processes (they carry
-MONARCH_PROC=1), nor when MONARCH_PRESTART=0.
+The first use of this machine's host (`local_agent()`, behind `this_host()`) starts the zygote
+before it starts the runtime, so the zygote imports the proc runtime while the controller starts
+its mailbox, and the first `spawn_procs` mostly forks. Importing monarch starts no process: a
+program that never spawns locally (it attaches to remote hosts, or only imports) has no fork
+server. Never done inside monarch's own processes (they carry MONARCH_PROC=1: a proc's zygote
+starts at its first spawn, a worker's when it serves), nor when MONARCH_PRESTART=0 (then at the
+first `spawn_procs`). Stdlib only.
 """
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ class RemoteHostAgent:
         _install(rt)
         for host in self.hosts:
             rt.submit(self._connect(host))
-        rt.shutdown_hooks.append(self.close)
+        rt.shutdown_hooks.add(self.close)
 
     # ---- connecting -------------------------------------------------------------------------
     async def _connect(self, host: _Host) -> None:
@@ -545,7 +545,7 @@ def _install(rt: Runtime) -> None:
     rt.mailbox.control.register(RemoteProcReady, ready)
     rt.mailbox.control.register(RemoteProcFailed, failed)
     rt.mailbox.control.register(RemoteLog, log)
-    rt.mailbox.on_peer_lost.append(peer_lost)
+    rt.mailbox.on_peer_lost.add(peer_lost)
 
 
 async def _resolve(target: Any) -> str:
@@ -630,4 +630,3 @@ async def _probe_unix(address: str, within: float | None = None) -> None:
 def _why(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
-

@@ -118,7 +118,7 @@ class HostServer:
         control.register(HostFlushLogs, self._flush_logs)
         control.register(HostDetach, self._detach)
         control.register(GatewayAttach, self._gateway_attach)
-        rt.mailbox.on_peer_lost.append(self._peer_lost)
+        rt.mailbox.on_peer_lost.add(self._peer_lost)
         # Start the fork server now: it imports the proc runtime while no client waits, so a
         # client's first spawn_procs only forks (as the controller's prestarted zygote does).
         self.agent.zygote.start()
@@ -297,4 +297,3 @@ def _hostname() -> str:
     import socket
 
     return socket.gethostname()
-

@@ -269,4 +269,4 @@ def _note_wait(fut: Any) -> None:
         fut.cancel()  # cancelled before it began to wait
 
 
-_future.on_wait = _note_wait
+_future.on_wait.install(_note_wait)

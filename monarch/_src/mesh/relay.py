@@ -391,8 +391,9 @@ def install(mailbox: Mailbox) -> None:
 
     def relay_bounced(peer: str, op: RelayBounced, reply: PortAddr | None) -> None:
         call = as_record(op.call)
-        if mailbox.on_undeliverable is not None and type(call) is Call:
-            mailbox.on_undeliverable(call, SupervisionError(op.why))
+        undeliverable = mailbox.on_undeliverable.get()
+        if undeliverable is not None and type(call) is Call:
+            undeliverable(call, SupervisionError(op.why))
 
     mailbox.control.register(Relay, relay)
     mailbox.control.register(RelayCast, relay_cast)
@@ -413,4 +414,3 @@ def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
         mailbox.when_actor(call.actor_key, lambda actor: actor.enqueue(call), missing)
     elif type(env) is Control:
         mailbox.run_control(peer, env)
-

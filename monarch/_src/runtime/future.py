@@ -28,17 +28,20 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable, Generator
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from monarch._src.runtime.completion import Completion
+from monarch._src.runtime.hook import Slot
 
 __all__ = [
     "GET_IN_LOOP_WARNING",
     "Future",
     "Interrupted",
+    "WaitHook",
     "blocking_warned_here",
     "check_timeout",
     "loop_running_here",
+    "on_wait",
     "quiet_blocking_on",
 ]
 
@@ -295,7 +298,7 @@ class Future(Generic[T]):
     def _wait(self, timeout: float | None) -> None:
         """Wait until done (`TimeoutError` after `timeout`); an interrupt cancels this future
         and is raised again as `Interrupted`."""
-        hook = on_wait if not self._cf.done() else None  # only a wait that blocks is told
+        hook = on_wait.get() if not self._cf.done() else None  # only a wait that blocks is told
         if hook is not None:
             hook(self)
         try:
@@ -458,9 +461,16 @@ def loop_running_here() -> bool:
     return True
 
 
-# Called with each Future a thread is about to block on, and with None when the wait ends: the
-# mesh layer uses it to cancel what a cancelled sync endpoint waits for (`mesh.hosted`).
-on_wait: Callable[[Future[Any] | None], None] | None = None
+class WaitHook(Protocol):
+    """`on_wait`'s value: `hook(future)` on the thread about to block on `future`, and
+    `hook(None)` on it when the wait ends (whatever ended it). It must not block."""
+
+    def __call__(self, future: Future[Any] | None, /) -> None: ...
+
+
+#: Told what each blocking wait waits for: the mesh layer uses it to cancel what a cancelled
+#: sync endpoint waits for (`mesh/cancellation.py` installs it).
+on_wait: Slot[WaitHook] = Slot("on_wait", "Told what a thread blocks on, and when it stops.")
 
 # Loops whose thread is expected to block while they run (see `quiet_blocking_on`).
 _QUIET_LOOPS: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()

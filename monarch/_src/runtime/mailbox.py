@@ -41,13 +41,17 @@ from monarch._src.runtime.envelope import (
     copy_payload,
     encode,
 )
+from monarch._src.runtime.hook import Hook, Slot
 from monarch._src.runtime.ports import PortEntry
 from monarch._src.supervision.errors import SupervisionError
 from monarch._src.transport.comm import Transport, TransportFactory
 
 __all__ = [
     "PENDING_PREFIX",
+    "LostDelegate",
     "Mailbox",
+    "PeerLostHook",
+    "UndeliverableHook",
     "is_pending",
     "pending_key",
 ]
@@ -87,6 +91,27 @@ Written = Callable[[], None] | None
 _Waiter = tuple[Callable[["Inbox"], None], Callable[[], None]]
 # A port handed to another proc in a call's arguments: (port address, rank, once).
 Handed = tuple[PortAddr, "int | None", bool]
+
+
+class PeerLostHook(Protocol):
+    """`Mailbox.on_peer_lost`'s callbacks: `hook(peer, why)` on the loop, once `peer` is marked
+    dead; one that raises stops the callbacks after it (a bug of that callback)."""
+
+    def __call__(self, peer: str, why: BaseException, /) -> None: ...
+
+
+class LostDelegate(Protocol):
+    """`Mailbox.lost_delegate`: asked (on the loop) when the connection to `peer` breaks; True
+    means "that process is watched; the watcher will call mark_dead with the reason"."""
+
+    def __call__(self, peer: str, why: BaseException, /) -> bool: ...
+
+
+class UndeliverableHook(Protocol):
+    """`Mailbox.on_undeliverable`: `hook(call, why)` on the loop with a CALL envelope without
+    reply port that could not be delivered."""
+
+    def __call__(self, call: Call, why: BaseException, /) -> None: ...
 
 
 class _Countdown:
@@ -150,14 +175,16 @@ class Mailbox:
         # arguments, oldest first: answered with the failure if the peer dies (`ports_handed`).
         self._handed: dict[str, OrderedDict[tuple[PortAddr, int | None], bool]] = {}
         self._expected_exit: dict[str, BaseException] = {}  # peers told to exit -> what to report
-        self.on_peer_lost: list[Callable[[str, BaseException], None]] = []
+        self.on_peer_lost: Hook[PeerLostHook] = Hook("on_peer_lost", "Told of each dead peer.")
         # Asked when the connection to a peer breaks: True means "that process is watched; the
-        # watcher will call mark_dead with the reason". None: mark it dead at once.
-        self.lost_delegate: Callable[[str, BaseException], bool] | None = None
+        # watcher will call mark_dead with the reason". Empty: mark it dead at once.
+        self.lost_delegate: Slot[LostDelegate] = Slot(
+            "lost_delegate", "Asked whether a peer whose connection broke is watched.")
         self.loop_thread: threading.Thread | None = None  # set by the runtime that runs `loop`
         # Called (on the loop) with a CALL envelope without reply port that could not be
         # delivered, and why; the proc agent hands it to the sending actor.
-        self.on_undeliverable: Callable[[Call, BaseException], None] | None = None
+        self.on_undeliverable: Slot[UndeliverableHook] = Slot(
+            "on_undeliverable", "Told of each CALL without reply port that could not go.")
         self.control.register(PortsHanded, self._ports_handed_here)
         self.transport.on_hello = self._peer_hello
 
@@ -496,7 +523,7 @@ class Mailbox:
             return
         if peer in self._expected_exit:
             self.mark_dead(peer, self._expected_exit.pop(peer))
-        elif self.lost_delegate is not None and self.lost_delegate(peer, err):
+        elif (delegate := self.lost_delegate.get()) is not None and delegate(peer, err):
             # Whoever watches that process reports why it ended (a broken connection says
             # less than "Killed(sig=9)"); it calls mark_dead soon. Hold what could not go.
             self._held.setdefault(peer, []).extend((env, None) for env in lost)
@@ -560,8 +587,9 @@ class Mailbox:
         if type(env) is Call:
             if env.reply is None:
                 # No one waits for an answer: the message bounces back to its sender.
-                if self.on_undeliverable is not None:
-                    self.on_undeliverable(env, err)
+                undeliverable = self.on_undeliverable.get()
+                if undeliverable is not None:
+                    undeliverable(env, err)
                 return
             self._reject(env, f"the proc at {peer} is unreachable: {err}")
         elif type(env) is Control and env.reply is not None:
@@ -583,5 +611,3 @@ def _as_supervision_error(err: BaseException) -> SupervisionError:
     if isinstance(err, SupervisionError):
         return err
     return SupervisionError(f"the process this actor was running on failed: {err}")
-
-

@@ -15,29 +15,53 @@ import os
 import threading
 import uuid
 from collections.abc import Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+from monarch._src.runtime.hook import Hook
 from monarch._src.runtime.mailbox import Mailbox
 
-__all__ = ["Runtime", "get_runtime", "install_proc_runtime", "runtime_if_started"]
+__all__ = [
+    "Runtime",
+    "ShutdownHook",
+    "StartHook",
+    "get_runtime",
+    "install_on_start",
+    "install_proc_runtime",
+    "on_start",
+    "runtime_if_started",
+]
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _runtime: Runtime | None = None
-# Called with each new runtime before it is handed out; upper layers register their agents here.
-on_start: list[Callable[[Runtime], None]] = []
 
 
-def install_on_start(hook: Callable[[Runtime], None]) -> None:
+class StartHook(Protocol):
+    """`on_start`'s callbacks: `hook(rt)` with a runtime about to be handed out."""
+
+    def __call__(self, rt: Runtime, /) -> None: ...
+
+
+class ShutdownHook(Protocol):
+    """`Runtime.shutdown_hooks`' callbacks: close what they own (at exit: bounded)."""
+
+    def __call__(self) -> None: ...
+
+
+#: Called, in the order added, with each new runtime before it is handed out (on the thread that
+#: starts it); upper layers register their agents and control operations here. A callback that
+#: raises fails the runtime's start.
+on_start: Hook[StartHook] = Hook("on_start", "Run with each runtime this process starts.")
+
+
+def install_on_start(hook: StartHook) -> None:
     """Call `hook(rt)` with the runtime already running, if any, and with every runtime started
     later (idempotent: a hook already registered is left as it is)."""
-    if hook in on_start:
-        return
-    on_start.append(hook)
-    rt = _runtime
-    if rt is not None:  # installed after the runtime started
-        hook(rt)
+    if on_start.add(hook):
+        rt = _runtime
+        if rt is not None:  # installed after the runtime started
+            hook(rt)
 
 
 class Runtime:
@@ -51,7 +75,8 @@ class Runtime:
         self.proc_id = proc_id  # unique name of this process within the job
         self.is_controller = is_controller  # True in the user's (client) process
         self.loop_thread: threading.Thread | None = None  # set on the controller
-        self.shutdown_hooks: list[Callable[[], None]] = []  # run by shutdown, last first
+        # Run at exit (and by a proc's shutdown), last added first; one that raises is skipped.
+        self.shutdown_hooks: Hook[ShutdownHook] = Hook("shutdown_hooks", "Run at exit, last first.")
         self.root_address: str | None = None  # the root client's address; None on the client
 
     @property
