@@ -8,7 +8,8 @@ home module, where its documentation lives:
 
 * Casting (`mesh/casting.py`, also as the module `casting`): `plan(mesh) -> CastPlan` (the ranks,
   routing keys, actor key and extent of a call to an actor mesh),
-  `target(endpoint) -> EndpointTarget`, `check(mesh)`, `encode_args`, `post_call(...)` (one
+  `target(endpoint) -> EndpointTarget`, `check(mesh)`, `encode_args -> Encoded` (the payload
+  and the reply ports pickled in it), `post_call(...)` (one
   `Call` per target rank, through one relay proc per host when `cast_tree` says so:
   `mesh/relay.py`).
 * Futures (`runtime/future.py`): `Future` with `from_concurrent`, `from_value`,
@@ -49,6 +50,7 @@ from monarch._src.mesh import casting, hooks
 from monarch._src.mesh.call_future import CallProgress, MeshFuture, RankProgress
 from monarch._src.mesh.casting import (
     CastPlan,
+    Encoded,
     EndpointTarget,
     check,
     encode_args,
@@ -119,6 +121,7 @@ __all__ = [
     "Call",
     "CallProgress",
     "CastPlan",
+    "Encoded",
     "EndpointTarget",
     "Future",
     "GatherPort",

@@ -290,3 +290,73 @@ def test_no_private_attribute_read_across_packages():
                     f"(defined in {', '.join(sorted(owners[node.attr]))})"
                 )
     assert not wrong, "private attributes read across packages:\n" + "\n".join(wrong)
+
+
+# ---- the order inside monarch/_src/mesh -------------------------------------------------------
+# Records and mechanisms both sides use, then the proc runtime (the callee side: what runs the
+# actors of a process), then the caller's handles (meshes, endpoints, the casting seam). The
+# callee side and the caller side each import only their own tier and the shared one: neither
+# imports the other. Imports needed only for type checking are not counted. The package's
+# `__init__` (which loads the proc agent and the controller registry) is outside the order.
+MESH_TIERS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("shared", frozenset({
+        "actor", "context", "control_ops", "hooks", "html", "inbox", "interruption",
+        "log_prefix", "logs", "observe", "ownership", "port", "rank_state", "relay",
+        "returns_future", "spawn_info", "telemetry", "traffic", "value_mesh",
+    })),
+    ("callee", frozenset({"agent", "cancellation", "hosted", "upgrade"})),
+    ("caller", frozenset({
+        "accumulator", "actor_mesh", "call_future", "casting", "controller", "endpoint",
+        "host_agent", "host_mesh", "lifecycle", "native", "proc_mesh", "upgrade_caller",
+    })),
+)
+MESH = "monarch._src.mesh"
+TIER = {f"{MESH}.{m}": name for name, mods in MESH_TIERS for m in mods}
+# What each tier may import, besides itself.
+TIER_MAY_IMPORT = {"shared": set(), "callee": {"shared"}, "caller": {"shared"}}
+
+
+def _runtime_imports(module: str) -> list[tuple[str, int]]:
+    """The mesh modules `module` imports when it runs (at module level or inside a function;
+    not under `if TYPE_CHECKING:`)."""
+    found: list[tuple[str, int]] = []
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                visit(ast.Module(body=child.orelse, type_ignores=[]))
+                continue
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                holder = ast.Module(body=[child], type_ignores=[])
+                found.extend((target if target in TIER else f"{target}.{name}", line)
+                             for target, name, line in _imports(module, holder))
+            else:
+                visit(child)
+
+    visit(TREES[module])
+    return [(target, line) for target, line in found if target in TIER]
+
+
+def test_every_mesh_module_has_a_tier():
+    mesh = {m for m in MODULES if m.startswith(f"{MESH}.")}
+    unknown = sorted(mesh - set(TIER))
+    assert not unknown, f"mesh modules with no tier in MESH_TIERS: {unknown}"
+
+
+def test_mesh_imports_follow_the_tiers():
+    wrong = []
+    for module in TIER:
+        tier = TIER[module]
+        for target, line in _runtime_imports(module):
+            if TIER[target] != tier and TIER[target] not in TIER_MAY_IMPORT[tier]:
+                wrong.append(f"{module}:{line} ({tier}) imports {target} ({TIER[target]})")
+    assert not wrong, "imports against the mesh tiers:\n" + "\n".join(wrong)
+
+
+def test_no_cycle_in_the_shared_and_callee_tiers():
+    graph: dict[str, set[str]] = collections.defaultdict(set)
+    for module in TIER:
+        if TIER[module] != "caller":
+            graph[module] |= {t for t, _ in _runtime_imports(module) if t != module}
+    cycles = [c for c in _sccs(graph) if len(c) > 1]
+    assert not cycles, f"import cycles in the mesh's shared and callee tiers: {cycles}"

@@ -177,12 +177,14 @@ _MIXING = (
 def validate_actor_class(
     cls: Any,
     reserved: frozenset[str],
+    mesh_class: type,
     init_args: tuple[Any, ...] | None = None,
     init_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, EndpointProperty]:
     """Check `cls` can be spawned (with these `__init__` arguments, when given); return its
-    endpoints. Raises ValueError naming the problem, or TypeError for arguments `__init__`
-    does not take (inspect's message, as torchmonarch binds them at spawn too)."""
+    endpoints. Raises ValueError naming the problem (an endpoint named after one of the
+    `reserved` attributes of `mesh_class`, the actor mesh class), or TypeError for arguments
+    `__init__` does not take (inspect's message, as torchmonarch binds them at spawn too)."""
     if not isinstance(cls, type):
         raise TypeError("issubclass() arg 1 must be a class")
     if not issubclass(cls, Actor):
@@ -190,11 +192,9 @@ def validate_actor_class(
     eps = endpoints_of(cls)
     for name in sorted(eps):
         if name in reserved:
-            from monarch._src.mesh.actor_mesh import ActorMesh
-
             raise ValueError(
                 "ActorMesh has an attribute that collides with an endpoint name: "
-                f"attribute={name}, ActorMesh.{name}={getattr(ActorMesh, name, None)}, "
+                f"attribute={name}, ActorMesh.{name}={getattr(mesh_class, name, None)}, "
                 f"endpoint={eps[name]}"
             )
     sync = [n for n in sorted(eps) if not eps[n]._is_async]

@@ -17,10 +17,11 @@ from monarch._src.mesh.casting import CastPlan
 from monarch._src.mesh.context import instance_of
 from monarch._src.mesh.control_ops import ActorReady, StopActor
 from monarch._src.mesh.endpoint import Endpoint, NotAnEndpoint
-from monarch._src.mesh.hosted import extent_of
+from monarch._src.mesh.html import mesh_html
 from monarch._src.mesh.ownership import after, tree
 from monarch._src.mesh.rank_state import RankState, actor_rank_state
-from monarch._src.mesh.upgrade import upgrade_mesh
+from monarch._src.mesh.spawn_info import extent_of
+from monarch._src.mesh.upgrade_caller import upgrade_mesh
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import encode
 from monarch._src.runtime.future import Future
@@ -75,7 +76,7 @@ class ActorMesh(MeshTrait, Generic[T]):
     _stopped: str | None  # reason, once this owned mesh was stopped
     _endpoints: dict[str, EndpointProperty]
     _cache: dict[str, Any]  # name -> Endpoint, built on first access
-    _plan: CastPlan | None  # built on first use
+    _plan: CastPlan | None  # built on first use (`casting.plan`)
     _spawned_ranks: list[int]  # global proc ranks of the mesh as spawned
     _local: dict[int, int] | None  # built from _spawned_ranks on first use
     # Rank as spawned of each rank of this view, built on first use (`_spawned_local`).
@@ -131,24 +132,12 @@ class ActorMesh(MeshTrait, Generic[T]):
         sliced._stopped = self._stopped
         return sliced
 
-    def _cast_plan(self) -> CastPlan:
-        """The targets of a cast (see `casting.CastPlan`), built on first use."""
-        plan = self._plan
-        if plan is None:
-            shape = self._mesh_shape
-            plan = self._plan = CastPlan(
-                shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes),
-                self._proc_mesh._table.keys, self._key, self._name, self._class,
-                self._proc_mesh,
-            )
-        return plan
-
     def _spawned_local(self, ranks: Any) -> list[int]:
         """The spawned mesh's ranks (the tree's and the counters') of local ranks of this view."""
         spawned = self._spawned_of_view
         if spawned is None:
             local = self._local_ranks()
-            spawned = self._spawned_of_view = [local[g] for g in self._cast_plan().ranks]
+            spawned = self._spawned_of_view = [local[g] for g in casting.plan(self).ranks]
         return [spawned[r] for r in ranks]
 
     def _local_ranks(self) -> dict[int, int]:
@@ -158,10 +147,10 @@ class ActorMesh(MeshTrait, Generic[T]):
             local = self._local = {g: i for i, g in enumerate(self._spawned_ranks)}
         return local
 
-    def _check_usable(self, endpoint: str) -> None:
+    def _check_usable(self, endpoint: str, ranks: list[int]) -> None:
         # Meshes spawned in this process (and their slices): a stopped mesh or a failed rank
         # fails the call at once, before anything is sent. References elsewhere learn it from
-        # the callee.
+        # the callee. `ranks`: the global proc ranks of this view (its cast plan's).
         status = tree.status(self._key)
         if status is None and self._forgotten():
             status = (True, {})
@@ -176,11 +165,11 @@ class ActorMesh(MeshTrait, Generic[T]):
         if status is not None and status[1]:
             failed = status[1]
             local = self._local_ranks()
-            if any(local[rank] in failed for rank in self._cast_plan().ranks):
+            if any(local[rank] in failed for rank in ranks):
                 # As in Monarch: the report of the mesh's first failure, as the failed actor's
                 # callers saw it, whichever of its failed ranks this call targets.
                 raise SupervisionError(next(iter(failed.values())), f"{self._name}.{endpoint}")
-        self._proc_mesh._check_usable(self._name, endpoint, self._cast_plan().ranks)
+        self._proc_mesh._check_usable(self._name, endpoint, ranks)
 
     def _forgotten(self) -> bool:
         """Whether the tree forgot this mesh after it was stopped (its actors answered the
@@ -210,7 +199,7 @@ class ActorMesh(MeshTrait, Generic[T]):
         display = table.actor_displays.get(self._key)
         if display is None or report.startswith("The actor "):
             return report
-        for rank in self._cast_plan().ranks:
+        for rank in casting.plan(self).ranks:
             if table.failed.get(rank) == report:
                 prefix, labels, sizes = display
                 point = Point(self._local_ranks()[rank], extent_of(labels, sizes))
@@ -239,7 +228,7 @@ class ActorMesh(MeshTrait, Generic[T]):
     def initialized(self) -> Future[None]:
         """Resolves once every actor ran `__init__`; raises if spawning failed."""
         entry = GatherPort(len(self))
-        cast = self._cast_plan()
+        cast = casting.plan(self)
         targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         rt = get_runtime()
         mailbox = rt.mailbox
@@ -288,8 +277,8 @@ class ActorMesh(MeshTrait, Generic[T]):
             raise TypeError(
                 f"upgrade({new_class!r}) of actor mesh {self._name}: expected the new actor "
                 "class, e.g. mesh.upgrade(MyActor) after redefining MyActor")
-        validate_actor_class(new_class, RESERVED_NAMES)
-        self._check_usable("upgrade")
+        validate_actor_class(new_class, RESERVED_NAMES, ActorMesh)
+        casting.check(self, "upgrade")
         with by_value(new_class.__module__):
             payload = encode(new_class)
         return upgrade_mesh(self, new_class, payload)
@@ -327,7 +316,7 @@ class ActorMesh(MeshTrait, Generic[T]):
     def _control_each_rank(self, op: tuple[Any, ...]) -> concurrent.futures.Future[Any]:
         """Post control operation `op` to the proc of each rank of this view; done once every
         rank answered (an error answer fails it)."""
-        cast = self._cast_plan()
+        cast = casting.plan(self)
         targets = [cast.proc_of(r) for r in range(len(cast.ranks))]
         entry = CountPort(len(targets))
         mailbox = get_runtime().mailbox
@@ -361,11 +350,9 @@ class ActorMesh(MeshTrait, Generic[T]):
         if stopped is None and tree.status(self._key) is None and self._forgotten():
             stopped = ""  # stopped, and forgotten by the tree since: no reason known here
         return [actor_rank_state(table, self._key, local[g], g, stopped)
-                for g in self._cast_plan().ranks]
+                for g in casting.plan(self).ranks]
 
     def _repr_html_(self) -> str:
-        from monarch._src.mesh.html import mesh_html
-
         kind = f"ActorMesh of {self._class.__qualname__}"
         return mesh_html(kind, self._name, self.extent, self.rank_states())
 

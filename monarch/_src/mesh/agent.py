@@ -2,7 +2,7 @@
 process's mailbox.
 
 `spawn`, `actor_ready`, `stop_actor`, `upgrade_actor`/`upgrade_decision` (`upgrade.py`),
-`supervise`, `get_proc_mesh` and the relay's controls
+`supervise` and the relay's controls
 (`relay.py`) run on the runtime loop of the process that receives them. They never block the
 loop: work that waits (an actor's `__cleanup__`, a proc mesh still starting) is handed to the
 actor's thread or to a callback.
@@ -20,7 +20,6 @@ from monarch._src.mesh import hooks, inbox, observe, relay, upgrade
 from monarch._src.mesh.control_ops import (
     ActorReady,
     Cancel,
-    GetProcMesh,
     Ping,
     Spawn,
     StopActor,
@@ -28,9 +27,9 @@ from monarch._src.mesh.control_ops import (
     UpgradeActor,
     UpgradeDecision,
 )
-from monarch._src.mesh.hosted import HostedActor, SpawnInfo, UndeliverableMessage
+from monarch._src.mesh.hosted import HostedActor, UndeliverableMessage
 from monarch._src.mesh.ownership import ROOT, tree
-from monarch._src.mesh.proc_mesh import serve_proc_mesh
+from monarch._src.mesh.spawn_info import SpawnInfo
 from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.runtime.envelope import Call, PortAddr
 from monarch._src.runtime.runtime import Runtime
@@ -110,16 +109,6 @@ def install_agent(rt: Runtime) -> None:
             logger.error("monarch: a failure for the gone actor %s was dropped: %s", owner_key,
                          failure)
 
-    def get_proc_mesh(peer: str, op: GetProcMesh, reply: Any) -> None:
-        pm = serve_proc_mesh(op.mesh_id)
-
-        def answer(_: Any) -> None:
-            mailbox.reply(reply, pm)
-
-        pm._table.ready.add_done_callback(
-            lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
-        )
-
     def cancel(peer: str, op: Cancel, reply: PortAddr | None) -> None:
         # After the CALL it cancels (one writer per peer), so an actor not spawned yet has it
         # queued by the time this reaches it.
@@ -151,7 +140,6 @@ def install_agent(rt: Runtime) -> None:
     control.register(ActorReady, actor_ready)
     control.register(StopActor, stop_actor)
     control.register(Supervise, supervise)
-    control.register(GetProcMesh, get_proc_mesh)
 
 
 class _FaultHookRunner:

@@ -1,19 +1,24 @@
 """The casting seam: how a call to an actor mesh becomes one CALL envelope per target rank.
 
 `Endpoint`'s adverbs use it, and so do features that send endpoint calls of their own (the
-tensor engine sends calls whose replies go to its workers, and `rref` calls). They use only
-what is here, never the mesh's or the endpoint's private state:
+tensor engine sends calls whose replies go to its workers, and `rref` calls). It owns the two
+things every call needs, built here and nowhere else:
 
-* `plan(mesh)`: a `CastPlan`, what a cast needs to know about an actor mesh (the targets'
+* `plan(mesh)`: the `CastPlan`, what a cast needs to know about an actor mesh (the targets'
   global proc ranks and routing keys, the actors' key, the cast extent, the class and the proc
-  mesh). Built once per mesh object and cached.
+  mesh). Built once per mesh object and kept on it; an adverb looks it up once per call and
+  passes it down (`cast=`).
+* `encode_args(endpoint, args, kwargs)`: check the arguments against the endpoint's signature
+  and pickle them once. Returns an `Encoded`: the payload together with the reply ports pickled
+  inside it (a feature's encoder, installed in the `call_encoder` slot, may make the payload an
+  object that posts itself).
+
+and the operations on them:
+
 * `target(endpoint)`: an `EndpointTarget`, the mesh, the method name, the label used in error
   messages and the endpoint's `propagate` function.
-* `encode_args(endpoint, args, kwargs)`: check the arguments against the endpoint's signature
-  and pickle them once (what every adverb does first; a feature's encoder, installed in the
-  `call_encoder` slot, may return a payload that posts itself).
 * `check(mesh, method)`: raise the `SupervisionError` a call to a stopped or failed mesh gets.
-* `post_call(mesh, method, payload, reply, targets, reply_for=...)`: refuse or post the CALLs.
+* `post_call(mesh, method, encoded, reply, targets, ...)`: refuse or post the CALLs.
 * `cancel_call(mesh, reply, targets)`: withdraw the CALLs that reply to `reply` (`Future.cancel`).
 * `post_control(mesh, control)`: post a control to the proc of every rank of `mesh`, on the
   path its CALLs take (`stop_actor`, `upgrade_actor`: they must not overtake them).
@@ -26,26 +31,30 @@ on them as on the target procs.
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from monarch._src.mesh import observe, relay, traffic
+from monarch._src.mesh import hooks, observe, relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.control_ops import Cancel
+from monarch._src.mesh.port import handing_ports
 from monarch._src.runtime.control import control
-from monarch._src.runtime.envelope import CALL, Call, Control, Envelope
+from monarch._src.runtime.envelope import CALL, Call, Control, Envelope, encode
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
-from monarch._src.supervision.errors import SupervisionError
+from monarch._src.supervision.errors import SupervisionError, add_note
 from monarch._src.telemetry import record
 
 if TYPE_CHECKING:
     from monarch._src.mesh.actor_mesh import ActorMesh
     from monarch._src.mesh.endpoint import Endpoint
     from monarch._src.mesh.proc_mesh import ProcMesh
+    from monarch._src.runtime.mailbox import Handed
 
 __all__ = [
     "CastPlan",
+    "Encoded",
     "EndpointTarget",
     "cancel_call",
     "check",
@@ -99,9 +108,24 @@ class EndpointTarget(NamedTuple):
     propagate: Any  # `propagate=` of as_endpoint, else of the @endpoint; None if none
 
 
+class Encoded(NamedTuple):
+    """A call's arguments, encoded once (`encode_args`)."""
+
+    payload: Any  # the pickled (args, kwargs), or a feature's payload that posts itself
+    handed: list[Handed]  # the reply ports pickled inside it (empty: none)
+
+
 def plan(mesh: ActorMesh[Any]) -> CastPlan:
-    """The cast plan of `mesh` (cached on the mesh object)."""
-    return mesh._cast_plan()
+    """The cast plan of `mesh`, built on first use and kept on the mesh object (a mesh whose
+    class changes, `ActorMesh.upgrade`, drops it)."""
+    cast = mesh._plan
+    if cast is None:
+        shape = mesh._mesh_shape
+        cast = mesh._plan = CastPlan(
+            shape.ranks(), tuple(shape.labels), tuple(shape.ndslice.sizes),
+            mesh._proc_mesh._table.keys, mesh._key, mesh._name, mesh._class, mesh._proc_mesh,
+        )
+    return cast
 
 
 def target(endpoint: Endpoint[..., Any]) -> EndpointTarget:
@@ -110,21 +134,60 @@ def target(endpoint: Endpoint[..., Any]) -> EndpointTarget:
                           endpoint._propagate())
 
 
+class _Binder:
+    """Checks call arguments against an endpoint's signature, with a fast path for the common
+    call with only positional arguments (binding costs more than the rest of a call)."""
+
+    __slots__ = ("kw_required", "max_pos", "min_pos", "sig", "skip")
+
+    def __init__(self, fn: Callable[..., Any], skip: int) -> None:
+        self.sig = inspect.signature(fn)
+        self.skip = skip  # leading parameters the caller does not pass (self, response port)
+        params = list(self.sig.parameters.values())[skip:]
+        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        self.min_pos = sum(1 for p in positional if p.default is p.empty)
+        varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
+        self.max_pos = 1 << 30 if varargs else len(positional)
+        self.kw_required = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
+
+    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if not kwargs and not self.kw_required and self.min_pos <= len(args) <= self.max_pos:
+            return
+        self.sig.bind(*((None,) * self.skip), *args, **kwargs)
+
+
+_binders: dict[tuple[Any, int], _Binder] = {}
+
+
 def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
-                kwargs: dict[str, Any]) -> Any:
-    """Check `args`/`kwargs` against the endpoint's signature (inspect's `TypeError`) and encode
-    them once: a plain payload, or what the installed `call_encoder` made of them."""
-    return endpoint._encode_args(args, kwargs)
-
-
-def check(mesh: ActorMesh[Any], method: str) -> None:
-    """Raise the `SupervisionError` a call to `method` gets when `mesh` (or a proc it targets)
-    was stopped or failed, as far as this process knows."""
+                kwargs: dict[str, Any]) -> Encoded:
+    """Check `args`/`kwargs` against the endpoint's signature and encode them once: a plain
+    payload, or what the installed `call_encoder` made of them, with the reply ports pickled
+    inside. A mismatch raises inspect's own `TypeError` ("missing a required argument: 'a'"),
+    as on torchmonarch; a pickling error gets a note naming the endpoint."""
+    key = (endpoint._method, 2 if endpoint._explicit else 1)
+    binder = _binders.get(key)
+    if binder is None:
+        binder = _binders[key] = _Binder(*key)
+    binder.check(args, kwargs)
     try:
-        mesh._check_usable(method)
+        hook = hooks.call_encoder.get()
+        with handing_ports() as handed:
+            payload = encode((args, kwargs)) if hook is None else hook(endpoint, args, kwargs)
+    except BaseException as exc:
+        add_note(exc, f"monarch could not pickle the arguments of {endpoint._label()}.")
+        raise
+    return Encoded(payload, handed)
+
+
+def check(mesh: ActorMesh[Any], method: str, cast: CastPlan | None = None) -> None:
+    """Raise the `SupervisionError` a call to `method` gets when `mesh` (or a proc it targets)
+    was stopped or failed, as far as this process knows (`cast`: its plan, if looked up)."""
+    cast = plan(mesh) if cast is None else cast
+    try:
+        mesh._check_usable(method, cast.ranks)
     except SupervisionError:
         if record.SINK is not None:  # a send attempt, as Monarch records it
-            cast = plan(mesh)
             _record_cast(mesh, cast.actor_key, cast.ranks, None)
         raise
 
@@ -132,36 +195,37 @@ def check(mesh: ActorMesh[Any], method: str) -> None:
 def post_call(
     mesh: ActorMesh[Any],
     method: str,
-    payload: Any,
+    encoded: Encoded,
     reply: Any,
     targets: Sequence[int] | None = None,
     *,
     reply_for: Callable[[int], Any] | None = None,
-    handed: Any = None,
     gathered: bool = False,
     checked: bool = False,
+    cast: CastPlan | None = None,
 ) -> None:
-    """Post one CALL of `method` with the encoded `payload` to each target rank of `mesh` (the
-    view's ranks `targets`, default all).
+    """Post one CALL of `method` with the `encoded` arguments (their plain payload) to each
+    target rank of `mesh` (the view's ranks `targets`, default all).
 
     Every CALL replies to `reply` (a port address, or None for no reply), or, with `reply_for`,
     to `reply_for(global proc rank)`. A call to a stopped or failed mesh is refused: with a
     single `reply` port, as in Monarch, the port gets the error (the caller's future raises);
-    otherwise the `SupervisionError` is raised here. `handed`: the reply ports pickled in the
-    payload, recorded with the target procs before the calls are routed. `gathered`: `reply` is
-    a `GatherPort` (a `call()`), which takes each host's replies as one batch when the CALLs go
+    otherwise the `SupervisionError` is raised here. The reply ports pickled in the arguments
+    are recorded with the target procs before the calls are routed. `gathered`: `reply` is a
+    `GatherPort` (a `call()`), which takes each host's replies as one batch when the CALLs go
     through the relays. `checked`: the caller has just made `check(mesh, method)`'s check
-    itself.
+    itself. `cast`: the mesh's plan, when the caller looked it up already.
     """
+    cast = plan(mesh) if cast is None else cast
     if not checked:
         try:
-            check(mesh, method)
+            check(mesh, method, cast)
         except SupervisionError as err:
             if reply is None or reply_for is not None:
                 raise
             get_runtime().mailbox.fail_port(reply, err)
             return
-    cast = plan(mesh)
+    payload, handed = encoded
     ranks, procs, key = cast.ranks, cast.procs, cast.actor_key
     extent = cast.labels, cast.sizes
     local_ranks: Sequence[int] = range(len(ranks)) if targets is None else targets

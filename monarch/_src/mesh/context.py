@@ -4,6 +4,10 @@ Each actor runs on its own thread, so the running actor is thread-local; the pos
 current message within its cast is a context variable, so `@concurrent_endpoint` tasks keep the
 rank of the message that started them. Outside any actor (the script, a notebook cell, any thread
 of the controller) the context is the root client's, created once per process.
+
+An instance's `proc_mesh` and `proc` are caller-side handles, which this shared module may not
+import: `proc_mesh.py` installs how to get them in the `proc_meshes` slot when it loads (the
+mesh package imports it, so the slot is filled wherever an actor can run).
 """
 
 from __future__ import annotations
@@ -11,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from monarch._src.mesh.hooks import Slot
 from monarch._src.shape import Extent, Point
 
 if TYPE_CHECKING:
@@ -38,6 +43,20 @@ _message_rank: contextvars.ContextVar[Point | None] = contextvars.ContextVar(
 )
 _root_lock = threading.Lock()
 _root: Instance | None = None
+
+
+class ProcMeshLookup(Protocol):
+    """`lookup(ref)`: the proc mesh `ref` (`(owner address, mesh id)`) names, asked of its owner
+    (blocks: from an actor thread), or, for None, this process's own (`this_proc()`)."""
+
+    def __call__(self, ref: tuple[str, str] | None, /) -> ProcMesh: ...
+
+
+proc_meshes: Slot[ProcMeshLookup] = Slot(
+    "proc_meshes",
+    "How an actor's context gets proc mesh handles (installed by mesh/proc_mesh.py).",
+    "context().actor_instance.proc_mesh needs monarch._src.mesh.proc_mesh: import monarch.actor",
+)
 
 
 class CreatorInfo:
@@ -125,20 +144,14 @@ class Instance:
     def proc_mesh(self) -> ProcMesh:
         """The proc mesh this actor was spawned on."""
         if self._proc_mesh is None:
-            if self._host is None:
-                from monarch._src.mesh.proc_mesh import this_proc
-
-                self._proc_mesh = this_proc()
-            else:
-                self._proc_mesh = self._host.fetch_proc_mesh()
+            ref = None if self._host is None else self._host.info.proc_mesh_ref
+            self._proc_mesh = proc_meshes.require()(ref)
         return self._proc_mesh
 
     @property
     def proc(self) -> ProcMesh:
         """The singleton proc mesh of the process this actor lives in."""
-        from monarch._src.mesh.proc_mesh import this_proc
-
-        return this_proc()
+        return proc_meshes.require()(None)
 
     def abort(self, reason: str | None = None) -> None:
         """Fail this actor now; its owner is told, with `reason`."""

@@ -14,7 +14,7 @@ from monarch._src.runtime.control import control_op
 from monarch._src.runtime.envelope import Payload, PortAddr
 
 if TYPE_CHECKING:
-    from monarch._src.mesh.hosted import SpawnInfo
+    from monarch._src.mesh.spawn_info import SpawnInfo
 
 __all__ = [
     "ActorReady",

@@ -9,22 +9,18 @@ envelope per target rank to that rank's proc. They differ only in the reply port
 from __future__ import annotations
 
 import concurrent.futures
-import inspect
 import random
-import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
 
 from monarch._src.mesh import casting, hooks, traffic
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh.call_future import MeshFuture
-from monarch._src.mesh.port import handing_ports
-from monarch._src.runtime.envelope import encode
 from monarch._src.runtime.future import Future
 from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
-from monarch._src.supervision.errors import SupervisionError, add_note
+from monarch._src.supervision.errors import SupervisionError
 
 if TYPE_CHECKING:
     from monarch._src.mesh.actor_mesh import ActorMesh
@@ -34,44 +30,6 @@ __all__ = ["Endpoint", "NotAnEndpoint", "as_endpoint", "send"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-# The reply ports pickled into the arguments `_encode_args` encoded last on this thread, for the
-# `_post` that follows it.
-_handed = threading.local()
-
-
-class _Binder:
-    """Checks call arguments against an endpoint's signature, with a fast path for the common
-    call with only positional arguments (binding costs more than the rest of a call)."""
-
-    __slots__ = ("kw_required", "max_pos", "min_pos", "sig", "skip")
-
-    def __init__(self, fn: Callable[..., Any], skip: int) -> None:
-        self.sig = inspect.signature(fn)
-        self.skip = skip  # leading parameters the caller does not pass (self, response port)
-        params = list(self.sig.parameters.values())[skip:]
-        positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        self.min_pos = sum(1 for p in positional if p.default is p.empty)
-        varargs = any(p.kind is p.VAR_POSITIONAL for p in params)
-        self.max_pos = 1 << 30 if varargs else len(positional)
-        self.kw_required = any(p.kind is p.KEYWORD_ONLY and p.default is p.empty for p in params)
-
-    def check(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if not kwargs and not self.kw_required and self.min_pos <= len(args) <= self.max_pos:
-            return
-        self.sig.bind(*((None,) * self.skip), *args, **kwargs)
-
-
-_binders: dict[tuple[Any, int], _Binder] = {}
-
-
-def _binder(fn: Callable[..., Any], skip: int) -> _Binder:
-    binder = _binders.get((fn, skip))
-    if binder is None:
-        binder = _binders[(fn, skip)] = _Binder(fn, skip)
-    return binder
-
-
 
 class _Sent:
     """One posted call, as its Future needs it later: how to decode the reply of a single-rank
@@ -123,22 +81,6 @@ class Endpoint(Generic[P, R]):
         self._map_error: Callable[[BaseException], BaseException] = self._supervision
 
     # ---- the common path ----------------------------------------------------------------
-    def _encode_args(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        # A mismatch raises inspect's own TypeError ("missing a required argument: 'a'"), as on
-        # torchmonarch.
-        _binder(self._method, 2 if self._explicit else 1).check(args, kwargs)
-        try:
-            hook = hooks.call_encoder.get()
-            with handing_ports() as handed:
-                payload = encode((args, kwargs)) if hook is None else hook(self, args, kwargs)
-        except BaseException as exc:
-            add_note(exc, f"monarch could not pickle the arguments of {self._label()}.")
-            raise
-        # Read by `_post`, which this thread runs next for this payload (by identity: a payload
-        # that is refused and never posted leaves nothing for another call's `_post`).
-        _handed.ports = (id(payload), handed) if handed else None
-        return payload
-
     def _label(self) -> str:
         return f"{self._mesh._name}.{self._name}"
 
@@ -150,21 +92,16 @@ class Endpoint(Generic[P, R]):
         prop = getattr(self._mesh._class, self._name, None)
         return prop._propagator if isinstance(prop, EndpointProperty) else None
 
-    def _post(self, payload: Any, reply: Any, ranks: list[int] | None = None,
-              gathered: bool = False, checked: bool = False) -> None:
+    def _post(self, encoded: casting.Encoded, reply: Any, ranks: list[int] | None = None,
+              gathered: bool = False, cast: casting.CastPlan | None = None) -> None:
         """Post one CALL per target: all ranks, or the given local ranks (`gathered`: `reply` is
-        a `GatherPort`; `checked`: the caller just checked that the mesh is usable)."""
+        a `GatherPort`; `cast`: the plan, looked up and checked usable by the caller)."""
+        payload = encoded.payload
         if type(payload) is not tuple:  # distributed tensors among the arguments
-            payload.post(self, reply, ranks)
+            payload.post(self, reply, ranks, encoded.handed)
             return
-        handed = getattr(_handed, "ports", None)
-        if handed is not None and handed[0] == id(payload):
-            _handed.ports = None
-            handed = handed[1]
-        else:
-            handed = None
-        casting.post_call(self._mesh, self._name, payload, reply, ranks, handed=handed,
-                          gathered=gathered, checked=checked)
+        casting.post_call(self._mesh, self._name, encoded, reply, ranks, gathered=gathered,
+                          checked=cast is not None, cast=cast)
 
     def _supervision(self, err: BaseException) -> BaseException:
         if isinstance(err, SupervisionError) and err.endpoint is None:
@@ -199,11 +136,11 @@ class Endpoint(Generic[P, R]):
             )
         return self._single(random.randrange(n), args, kwargs)
 
-    def _refused(self) -> concurrent.futures.Future[Any] | None:
+    def _refused(self, cast: casting.CastPlan) -> concurrent.futures.Future[Any] | None:
         """A failed future when the mesh (or a targeted rank) already failed or was stopped:
         as in Monarch, such a call returns a future that raises."""
         try:
-            casting.check(self._mesh, self._name)
+            casting.check(self._mesh, self._name, cast)
         except SupervisionError as err:
             cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
             cf.set_exception(err)
@@ -211,16 +148,17 @@ class Endpoint(Generic[P, R]):
         return None
 
     def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[R]:
-        payload = self._encode_args(args, kwargs)
-        refused = self._refused()
+        encoded = casting.encode_args(self, args, kwargs)
+        mesh = self._mesh
+        cast = casting.plan(mesh)
+        refused = self._refused(cast)
         if refused is not None:
             return Future.from_concurrent(refused, None, self._supervision)
         entry = OncePort()
-        mesh = self._mesh
-        # The proc of `rank`, and its host's relay when calls go through one (casting.plan).
-        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of([rank]))
+        # The proc of `rank`, and its host's relay when calls go through one.
+        reply = get_runtime().mailbox.open_port(entry, cast.procs_of([rank]))
         ranks = [rank]
-        self._post(payload, reply, ranks, checked=True)
+        self._post(encoded, reply, ranks, cast=cast)
         sent = _Sent(self, reply, ranks, mesh._spawned_local(ranks)[0])
         return Future.from_concurrent(entry.cf, sent, self._map_error, sent.cancel)
 
@@ -231,20 +169,21 @@ class Endpoint(Generic[P, R]):
         as they come. A call to a mesh that already failed or was stopped fails at once, with
         every rank failed.
         """
-        payload = self._encode_args(args, kwargs)
+        encoded = casting.encode_args(self, args, kwargs)
         mesh = self._mesh
+        cast = casting.plan(mesh)
         n = len(mesh)
         entry = GatherPort(n)
         shape = Shape(list(mesh._shape.labels), Slice.new_row_major(mesh._shape.ndslice.sizes))
-        refused = self._refused()
+        refused = self._refused(cast)
         if refused is not None:
             error = refused.exception()
             assert error is not None
             entry.fail(error)
             return MeshFuture.of_call(entry, shape, self._decode_one, lambda: None,
                                       self._supervision, None, self._label)
-        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
-        self._post(payload, reply, gathered=True)
+        reply = get_runtime().mailbox.open_port(entry, cast.procs_of())
+        self._post(encoded, reply, gathered=True, cast=cast)
 
         spawned = mesh._spawned_local(range(n))
 
@@ -257,15 +196,16 @@ class Endpoint(Generic[P, R]):
 
     def stream(self, *args: P.args, **kwargs: P.kwargs) -> Iterator[Future[R]]:
         """Call every actor; yield one future per reply, in arrival order."""
-        payload = self._encode_args(args, kwargs)
-        refused = self._refused()
+        encoded = casting.encode_args(self, args, kwargs)
+        mesh = self._mesh
+        cast = casting.plan(mesh)
+        refused = self._refused(cast)
         if refused is not None:
             return iter([Future.from_concurrent(refused, None, self._supervision)
-                         for _ in range(len(self._mesh))])
-        mesh = self._mesh
+                         for _ in range(len(mesh))])
         entry = StreamPort(len(mesh))
-        reply = get_runtime().mailbox.open_port(entry, casting.plan(mesh).procs_of())
-        self._post(payload, reply)
+        reply = get_runtime().mailbox.open_port(entry, cast.procs_of())
+        self._post(encoded, reply, cast=cast)
         cancel = self._canceller(reply, None)
         futures = [Future.from_concurrent(cf, self._decode_one, self._supervision, cancel)
                    for cf in entry.cfs]
@@ -273,7 +213,7 @@ class Endpoint(Generic[P, R]):
 
     def broadcast(self, *args: P.args, **kwargs: P.kwargs) -> None:
         """Send to every actor without waiting; an exception there fails the actor."""
-        self._post(self._encode_args(args, kwargs), None)
+        self._post(casting.encode_args(self, args, kwargs), None)
 
     # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
     def rref(self, *args: Any, **kwargs: Any) -> Any:
@@ -284,12 +224,12 @@ class Endpoint(Generic[P, R]):
     def _send(
         self, args: tuple[Any, ...], kwargs: dict[str, Any], port: Port[Any] | None, selection: str
     ) -> None:
-        payload = self._encode_args(args, kwargs)
+        encoded = casting.encode_args(self, args, kwargs)
         reply = port._addr if port is not None else None
         if selection == "all":
-            self._post(payload, reply)
+            self._post(encoded, reply)
         elif selection == "choose":
-            self._post(payload, reply, [random.randrange(len(self._mesh))])
+            self._post(encoded, reply, [random.randrange(len(self._mesh))])
         else:
             raise ValueError(f"Invalid selection: {selection}")
 

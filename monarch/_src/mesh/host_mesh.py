@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.mesh import hooks, observe
+from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.host_agent import HostAgent, PlacedTable
 from monarch._src.mesh.native import NativeMesh, native_view, sliced_view
 from monarch._src.mesh.ownership import owner_key, tree
@@ -155,8 +156,6 @@ class HostMesh(MeshTrait):
             bootstrap = StartupThenBootstrap(tuple(before), bootstrap)
         table = self._agent.spawn_procs(hosts, n_per_host, bootstrap, python=self._python,
                                         proc_bind=proc_bind, commands=commands)
-        from monarch._src.mesh.context import current_instance
-
         owner = current_instance()
         table.name = name or "anon"
         table.owner_key = owner.actor_key

@@ -28,7 +28,6 @@ from monarch._src.mesh import hooks, inbox, observe, telemetry, upgrade
 from monarch._src.mesh.actor import EndpointProperty, endpoints_of
 from monarch._src.mesh.cancellation import CallCancellation
 from monarch._src.mesh.context import (
-    CreatorInfo,
     Instance,
     set_message_rank,
     set_thread_instance,
@@ -37,11 +36,12 @@ from monarch._src.mesh.control_ops import Supervise
 from monarch._src.mesh.interruption import call_hiding_loop
 from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import Port, receiving_ports
+from monarch._src.mesh.spawn_info import SpawnInfo, extent_of
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import CALL, Call, decode
 from monarch._src.runtime.mailbox import Mailbox
-from monarch._src.shape import Extent, Point
+from monarch._src.shape import Point
 from monarch._src.supervision.errors import (
     REPORT_HEAD,
     ActorError,
@@ -52,7 +52,7 @@ from monarch._src.supervision.errors import (
 )
 from monarch._src.telemetry import record
 
-__all__ = ["HostedActor", "SpawnInfo", "UndeliverableMessage", "extent_of"]
+__all__ = ["HostedActor", "UndeliverableMessage"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,51 +74,11 @@ class UndeliverableMessage:
 
     __repr__ = __str__
 
-_extents: dict[tuple[tuple[str, ...], tuple[int, ...]], Extent] = {}
 
 # How many multi-use ports (received in arguments) an actor answers for when it fails; older
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
 
-
-def extent_of(labels: tuple[str, ...], sizes: tuple[int, ...]) -> Extent:
-    """A shared `Extent` per (labels, sizes): casts repeat the same few."""
-    key = (labels, sizes)
-    ext = _extents.get(key)
-    if ext is None:
-        ext = _extents[key] = Extent(list(labels), list(sizes))
-    return ext
-
-
-class SpawnInfo:
-    """What a proc needs to host one rank of an actor mesh."""
-
-    __slots__ = ("actor_key", "creator", "labels", "name", "proc_mesh_ref", "rank", "sizes")
-
-    def __init__(
-        self,
-        actor_key: str,
-        name: str,
-        rank: int,
-        labels: tuple[str, ...],
-        sizes: tuple[int, ...],
-        creator: CreatorInfo,
-        proc_mesh_ref: tuple[str, str],
-    ) -> None:
-        self.actor_key = actor_key  # the mesh's key in every proc's mailbox
-        self.name = name  # spawn name
-        self.rank = rank  # position of this actor in the mesh's extent (row-major)
-        self.labels = labels
-        self.sizes = sizes
-        self.creator = creator
-        self.proc_mesh_ref = proc_mesh_ref  # (owner address, proc mesh id), to fetch it lazily
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (
-            SpawnInfo,
-            (self.actor_key, self.name, self.rank, self.labels, self.sizes, self.creator,
-             self.proc_mesh_ref),
-        )
 
 
 class HostedActor:
@@ -683,11 +643,6 @@ class HostedActor:
         finally:
             if self.failure is not None:
                 self._answer_owed(self.failure, multi_use=True)
-
-    def fetch_proc_mesh(self) -> Any:
-        from monarch._src.mesh.proc_mesh import fetch_proc_mesh
-
-        return fetch_proc_mesh(self.info.proc_mesh_ref)
 
 
 class _Tombstone:

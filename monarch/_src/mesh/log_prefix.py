@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from monarch._src.config import get as config_get
+from monarch._src.mesh import context
 
 __all__ = ["install_log_prefix"]
 
@@ -21,8 +22,6 @@ _lock = threading.Lock()
 
 
 def _actor_name() -> str:
-    from monarch._src.mesh import context
-
     instance = getattr(context._tls, "instance", None)
     return "<root>" if instance is None else str(instance)
 

@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from monarch._src.mesh.context import current_instance, instance_of
 from monarch._src.shape import Shape
 from monarch._src.telemetry import metrics, record
 
@@ -221,8 +222,6 @@ def actor_status(actor_id: int, status: str, reason: str | None = None) -> None:
 
 def root_status(status: str) -> int:
     """Record the root client's new `status`; its id."""
-    from monarch._src.mesh.context import current_instance, instance_of
-
     root = instance_of(None) or current_instance()
     actor_id = instance_id(root)
     _status_row(actor_id, status, None)

@@ -20,12 +20,14 @@ from monarch._src.config import get as config_get
 from monarch._src.mesh import hooks, observe, traffic
 from monarch._src.mesh.actor import validate_actor_class
 from monarch._src.mesh.actor_mesh import RESERVED_NAMES, ActorMesh
-from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of
+from monarch._src.mesh.context import CreatorInfo, current_instance, instance_of, proc_meshes
 from monarch._src.mesh.control_ops import GetProcMesh, Spawn, Supervise
-from monarch._src.mesh.hosted import SpawnInfo, extent_of
+from monarch._src.mesh.html import mesh_html
 from monarch._src.mesh.native import NativeMesh, native_view, sliced_view
 from monarch._src.mesh.ownership import after, owner_key, tree
 from monarch._src.mesh.rank_state import RankState, proc_rank_state
+from monarch._src.mesh.spawn_info import SpawnInfo, extent_of
+from monarch._src.runtime import runtime as _runtime_module
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import copy_payload, decode, encode
 from monarch._src.runtime.future import Future
@@ -33,7 +35,7 @@ from monarch._src.runtime.mailbox import is_pending
 from monarch._src.runtime.ports import OncePort, decode_reply
 from monarch._src.runtime.progress import Progress
 from monarch._src.runtime.pytokio import Shared
-from monarch._src.runtime.runtime import get_runtime
+from monarch._src.runtime.runtime import Runtime, get_runtime
 from monarch._src.shape import MeshTrait, Point, Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, failure_report
 from monarch._src.telemetry import record
@@ -393,7 +395,7 @@ class ProcMesh(MeshTrait):
         substitute = hooks.actor_class.get()
         if substitute is not None:  # an actor mock (monarch._src.actor.mock.patch_actor)
             Class = substitute(Class)
-        validate_actor_class(Class, RESERVED_NAMES, args, kwargs)
+        validate_actor_class(Class, RESERVED_NAMES, ActorMesh, args, kwargs)
         # Held until the procs are up: copy large buffers so later changes do not leak in.
         payload = copy_payload(encode((Class, args, kwargs)))
         key = f"{name}-{uuid.uuid4().hex[:10]}"
@@ -529,8 +531,6 @@ class ProcMesh(MeshTrait):
         return [proc_rank_state(table, g) for g in self._mesh_shape.ranks()]
 
     def _repr_html_(self) -> str:
-        from monarch._src.mesh.html import mesh_html
-
         return mesh_html("ProcMesh", self._name, self.extent, self.rank_states())
 
     # ---- tensor engine (monarch._src.tensor) ---------------------------------------------
@@ -684,8 +684,38 @@ def fetch_proc_mesh(ref: tuple[str, str]) -> ProcMesh:
     return decode_reply(entry.cf.result(timeout=60))  # type: ignore[no-any-return]
 
 
+def _proc_mesh_of(ref: tuple[str, str] | None) -> ProcMesh:
+    """What an actor's context asks for (`context.proc_meshes`): the proc mesh `ref` names, or
+    this process's own."""
+    return this_proc() if ref is None else fetch_proc_mesh(ref)
+
+
+proc_meshes.install(_proc_mesh_of)
+
+
 def serve_proc_mesh(mesh_id: str) -> ProcMesh:
     pm = _registry.get(mesh_id)
     if pm is None:
         raise LookupError(f"proc mesh {mesh_id} is not known here; it may have been stopped.")
     return pm._new_with_shape(pm._mesh_shape)
+
+
+def _serve_proc_meshes(rt: Runtime) -> None:
+    """Answer `GetProcMesh` (another process's `fetch_proc_mesh`) in every runtime, once the
+    mesh asked for is up."""
+    mailbox = rt.mailbox
+
+    def get_proc_mesh(peer: str, op: GetProcMesh, reply: Any) -> None:
+        pm = serve_proc_mesh(op.mesh_id)
+
+        def answer(_: Any) -> None:
+            mailbox.reply(reply, pm)
+
+        pm._table.ready.add_done_callback(
+            lambda f: mailbox.loop.call_soon_threadsafe(answer, f)
+        )
+
+    mailbox.control.register(GetProcMesh, get_proc_mesh)
+
+
+_runtime_module.install_on_start(_serve_proc_meshes)

@@ -27,6 +27,7 @@ import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from monarch._src.mesh.context import context
 from monarch._src.runtime.future import (
     GET_IN_LOOP_WARNING,
     Future,
@@ -179,8 +180,6 @@ def returns_future(function: Callable[..., Coroutine[Any, Any, T]]) -> Callable[
     def wrapped(*args: Any, **kwargs: Any) -> Future[T]:
         coro = function(*args, **kwargs)
         try:
-            from monarch._src.mesh.context import context
-
             context()  # the first call of a process starts the client here, not in the body
             ctx = contextvars.copy_context()
         except BaseException:

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, TypeVar, overload
 
+from monarch._src.mesh.context import _message_rank, _tls
 from monarch._src.telemetry import record
 
 __all__ = ["OTEL", "get_meter", "instrument_endpoint", "span", "traced", "tracing_active"]
@@ -64,8 +65,6 @@ def _get_tracer() -> Any:
 
 def _actor_attributes() -> dict[str, Any]:
     """The current actor's name and rank (the root client outside any actor)."""
-    from monarch._src.mesh.context import _message_rank, _tls
-
     inst = getattr(_tls, "instance", None)
     if inst is None:
         return {"monarch.actor": "<root>"}

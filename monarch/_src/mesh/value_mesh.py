@@ -17,6 +17,7 @@ import textwrap
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
+from monarch._src.mesh.html import value_mesh_html
 from monarch._src.shape.extent import Point
 from monarch._src.shape.mesh_trait import MeshTrait
 from monarch._src.shape.shape import Shape
@@ -145,8 +146,6 @@ class ValueMesh(MeshTrait, Generic[R]):
         raise TypeError("'monarch._src.actor.actor_mesh.ValueMesh' object is not subscriptable")
 
     def _repr_html_(self) -> str:
-        from monarch._src.mesh.html import value_mesh_html
-
         return value_mesh_html(self.extent, list(self.values()))
 
     def __repr__(self) -> str:

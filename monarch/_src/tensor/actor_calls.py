@@ -79,14 +79,16 @@ class TensorArgs:
         self.payload = payload  # the plain encoded (args, kwargs)
         self.sends = sends
 
-    def post(self, ep: Any, reply: Any, ranks: list[int] | None) -> None:
+    def post(self, ep: Any, reply: Any, ranks: list[int] | None, handed: list[Any]) -> None:
         """Issue the call's `ActorCall` and post it to the targeted actors, each replying to
-        its proc's worker (which forwards the reply to `reply`)."""
+        its proc's worker (which forwards the reply to `reply`); `handed`: the reply ports
+        pickled in the arguments (`casting.Encoded`)."""
         call = casting.target(ep)
         actors = call.mesh
-        casting.check(actors, call.method)
+        plan = casting.plan(actors)
+        casting.check(actors, call.method, plan)
         engine = self.sends.engine
-        global_ranks = casting.plan(actors).ranks
+        global_ranks = plan.ranks
         targets = range(len(global_ranks)) if ranks is None else ranks
         cast = {engine.rank_of[global_ranks[local]]: local for local in targets}
         label = call.label
@@ -109,8 +111,9 @@ class TensorArgs:
         engine.submit(lambda seq: ActorCall(seq, ranks_, stream.name, label, token, shards,
                                             reply, cast, (), meta), depth=4)
         engine.flush()
-        casting.post_call(actors, call.method, self.payload, None, list(cast.values()),
-                          reply_for=lambda g: ports[engine.rank_of[g]][1])
+        casting.post_call(actors, call.method, casting.Encoded(self.payload, handed), None,
+                          list(cast.values()), reply_for=lambda g: ports[engine.rank_of[g]][1],
+                          checked=True, cast=plan)
 
 
 def encode_endpoint_args(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -175,16 +178,18 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     global_ranks = cast.ranks
     ports = engine.rref_ports()
     encoded = casting.encode_args(ep, args, kwargs)
-    token, payload = 0, encoded
+    token = 0
     shards: tuple[int, ...] = ()
-    if isinstance(encoded, TensorArgs):
-        if encoded.sends.engine is not engine:
+    tensor_args = encoded.payload
+    if isinstance(tensor_args, TensorArgs):
+        if tensor_args.sends.engine is not engine:
             raise ValueError(
                 f"{label}.rref: the distributed tensors among the arguments live on another proc "
                 f"mesh than {mesh!r}; move them with to_mesh() first."
             )
-        token, payload = encoded.sends.token, encoded.payload
-        shards = tuple(t._id for t in encoded.sends.tensors)
+        token = tensor_args.sends.token
+        encoded = casting.Encoded(tensor_args.payload, encoded.handed)
+        shards = tuple(t._id for t in tensor_args.sends.tensors)
     out_flat, out_spec = pytree.tree_flatten(fake_result)
     stream = get_active_stream()
     results, outputs, out_meta = output_handles(out_flat, mesh, stream)
@@ -194,6 +199,6 @@ def endpoint_rref(ep: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
                                         call.method, None, None, tuple(inputs), tuple(outputs),
                                         meta, token, shards))
     engine.flush()
-    casting.post_call(actors, call.method, payload, None,
-                      reply_for=lambda g: ports[engine.rank_of[g]][0])
+    casting.post_call(actors, call.method, encoded, None,
+                      reply_for=lambda g: ports[engine.rank_of[g]][0], cast=cast)
     return pytree.tree_unflatten(results, out_spec)

@@ -252,8 +252,8 @@ class Engine:
         entry = OncePort()
         cast = casting.plan(self.workers)
         reply = get_runtime().mailbox.open_port(entry, (cast.procs[self.global_ranks[rank]],))
-        payload = casting.encode_args(endpoint, args, {})
-        casting.post_call(self.workers, method, payload, reply, [rank])
+        casting.post_call(self.workers, method, casting.encode_args(endpoint, args, {}), reply,
+                          [rank], cast=cast)
 
         def decode(raw: Any) -> Any:
             ok, value = local_decode(raw)
