@@ -630,3 +630,4 @@ async def _probe_unix(address: str, within: float | None = None) -> None:
 def _why(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
+

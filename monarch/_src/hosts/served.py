@@ -297,3 +297,4 @@ def _hostname() -> str:
     import socket
 
     return socket.gethostname()
+

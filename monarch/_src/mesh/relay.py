@@ -414,3 +414,4 @@ def _deliver_here(mailbox: Mailbox, peer: str, env: Envelope) -> None:
         mailbox.when_actor(call.actor_key, lambda actor: actor.enqueue(call), missing)
     elif type(env) is Control:
         mailbox.run_control(peer, env)
+

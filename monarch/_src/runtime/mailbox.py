@@ -611,3 +611,5 @@ def _as_supervision_error(err: BaseException) -> SupervisionError:
     if isinstance(err, SupervisionError):
         return err
     return SupervisionError(f"the process this actor was running on failed: {err}")
+
+
