@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from monarch._src.transport import serialization
 from monarch._src.transport.serialization import INBAND_LIMIT, dumps, frames_nbytes, loads
 
 try:
@@ -747,3 +748,33 @@ def _rebuild_nested(data: bytes) -> NestedDumps:
 class RefusesState:
     def __getstate__(self) -> Any:
         raise RuntimeError("no state for you")
+
+
+# ---- the plain-pickle fast path (`serialization._plain`) --------------------------------------
+@pytest.mark.parametrize("obj", [
+    ((1,), {}),
+    ((1, "a", 2.5, None, True, [1, 2], {"k": (1, 2)}), {"x": b"abc"}),
+    (("s" * 100_000,), {}),
+    -(2**70),
+    None,
+])
+def test_a_small_message_of_builtins_takes_plain_pickle_and_reads_back_the_same(obj):
+    assert serialization._plain(obj)
+    data, buffers = serialization.dumps(obj)
+    assert buffers == []
+    assert data == pickle.dumps(obj, 5)
+    assert serialization.loads(data) == obj
+
+
+@pytest.mark.parametrize("obj", [
+    ((b"x" * (64 * 1024),), {}),  # a large bytes goes out of band
+    ((bytearray(b"x"),), {}),
+    (({1: 2},), {}),  # a dict with a non-str key
+    ((tuple(range(17)),), {}),
+    (([[[[[1]]]]],), {}),  # deeper than four levels
+    ((len,), {}),  # a function: by name or by value, the pickler decides
+])
+def test_anything_else_goes_through_the_pickler(obj):
+    assert not serialization._plain(obj)
+    data, _ = serialization.dumps(obj)
+    assert type(serialization.loads(data, _)) is type(obj)

@@ -75,7 +75,7 @@ class ActorMesh(MeshTrait, Generic[T]):
     _owned: bool  # only the owned mesh may be stopped
     _stopped: str | None  # reason, once this owned mesh was stopped
     _endpoints: dict[str, EndpointProperty]
-    _cache: dict[str, Any]  # name -> Endpoint, built on first access
+    _cache: dict[str, Any]  # name -> Endpoint, built on first access (also in __dict__)
     _plan: CastPlan | None  # built on first use (`casting.plan`)
     _spawned_ranks: list[int]  # global proc ranks of the mesh as spawned
     _local: dict[int, int] | None  # built from _spawned_ranks on first use
@@ -210,9 +210,6 @@ class ActorMesh(MeshTrait, Generic[T]):
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") and name not in self.__dict__.get("_endpoints", ()):
             raise AttributeError(name)
-        cached = self._cache.get(name)
-        if cached is not None:
-            return cached
         prop = self._endpoints.get(name)
         if prop is not None:
             ep: Any = Endpoint(self, name, prop._method, prop._takes_port)
@@ -220,7 +217,9 @@ class ActorMesh(MeshTrait, Generic[T]):
             ep = NotAnEndpoint(self, name)
         else:
             raise AttributeError(name)  # torchmonarch's message: the bare name
-        self._cache[name] = ep
+        # Kept in the instance's dict, so the next `mesh.name` is a plain attribute read that
+        # never reaches __getattr__ (every call starts with one).
+        self._cache[name] = self.__dict__[name] = ep
         return ep
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -286,6 +285,8 @@ class ActorMesh(MeshTrait, Generic[T]):
     def _set_class(self, actor_class: type) -> None:
         self._class = actor_class
         self._endpoints = endpoints_of(actor_class)
+        for name in self._cache:
+            del self.__dict__[name]
         self._cache = {}
         self._plan = None
 

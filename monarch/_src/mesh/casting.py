@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from monarch._src.mesh import hooks, observe, relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.control_ops import Cancel
-from monarch._src.mesh.port import handing_ports
+from monarch._src.mesh.port import start_handing, stop_handing
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import CALL, Call, Control, Envelope, encode
 from monarch._src.runtime.runtime import get_runtime
@@ -96,6 +96,8 @@ class CastPlan(NamedTuple):
         hosts = relay.hosts_of(table)
         if hosts is not None:
             return relay.watched(table, hosts, targets)
+        if len(targets) == 1:
+            return (self.procs[targets[0]],)
         return tuple({self.procs[g] for g in targets})
 
 
@@ -170,13 +172,15 @@ def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
     if binder is None:
         binder = _binders[key] = _Binder(*key)
     binder.check(args, kwargs)
+    hook = hooks.call_encoder.get()
+    handed, previous = start_handing()
     try:
-        hook = hooks.call_encoder.get()
-        with handing_ports() as handed:
-            payload = encode((args, kwargs)) if hook is None else hook(endpoint, args, kwargs)
+        payload = encode((args, kwargs)) if hook is None else hook(endpoint, args, kwargs)
     except BaseException as exc:
         add_note(exc, f"monarch could not pickle the arguments of {endpoint._label()}.")
         raise
+    finally:
+        stop_handing(previous)
     return Encoded(payload, handed)
 
 

@@ -26,8 +26,8 @@ from monarch._src.runtime.ports import QueuePort, decode_ranked
 from monarch._src.runtime.runtime import get_runtime
 
 __all__ = [
-    "Channel", "Port", "PortHolder", "PortReceiver", "RankedPortReceiver", "handing_ports",
-    "receiving_ports",
+    "Channel", "Port", "PortHolder", "PortReceiver", "RankedPortReceiver", "receiving_ports",
+    "start_handing", "stop_handing",
 ]
 
 R = TypeVar("R")
@@ -58,22 +58,26 @@ def receiving_ports(holder: PortHolder) -> Iterator[None]:
         _receiving.holder = previous
 
 
-# `ports` is set on a thread while it encodes an endpoint call's arguments (`handing_ports`):
+# `ports` is set on a thread while it encodes an endpoint call's arguments (`start_handing`):
 # each port pickled into them is recorded, so the sending process can answer it if the proc it
 # went to dies before answering (`Mailbox.ports_handed`).
 _handing = threading.local()
 
 
-@contextmanager
-def handing_ports() -> Iterator[list[tuple[tuple[str, int], int | None, bool]]]:
-    """Collects `(port address, rank, once)` of the ports pickled in this block."""
+def start_handing() -> tuple[list[tuple[tuple[str, int], int | None, bool]], Any]:
+    """Collect `(port address, rank, once)` of the ports pickled on this thread from now on:
+    returns the list they go to and what `stop_handing` restores (a call's arguments may be
+    encoded while another's are: a port's `__reduce__` can encode). Two calls, not a context
+    manager: this runs on every endpoint call."""
     previous = getattr(_handing, "ports", None)
     handed: list[tuple[tuple[str, int], int | None, bool]] = []
     _handing.ports = handed
-    try:
-        yield handed
-    finally:
-        _handing.ports = previous
+    return handed, previous
+
+
+def stop_handing(previous: Any) -> None:
+    """End the collection `start_handing` began (in a `finally`)."""
+    _handing.ports = previous
 
 
 def _rebuild_port(addr: tuple[str, int], rank: int | None, once: bool = False) -> Port[Any]:

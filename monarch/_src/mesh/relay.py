@@ -161,7 +161,7 @@ def hosts_of(table: ProcTable) -> Hosts | None:
     """The hosts of `table` when casts to its procs go through the tree (`cast_tree`), else
     None."""
     mode = config_get("cast_tree")
-    if mode == "off":
+    if mode == "off" or (mode == "auto" and table.hosts is None):  # None: all on one host
         return None
     hosts = _tables.get(table)
     if hosts is None:

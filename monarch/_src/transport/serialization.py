@@ -204,13 +204,43 @@ def by_value(module_name: str) -> Iterator[None]:
         cloudpickle.unregister_pickle_by_value(module)
 
 
+_ATOMS: Final = frozenset({int, float, str, bool, type(None)})
+
+
+def _plain(obj: Any, depth: int = 0) -> bool:
+    """Whether `obj` is a small tree of builtins that the pickler pickles exactly as plain
+    pickle does (no hook runs, no out-of-band buffer): ints, floats, strs, bools, None and short
+    bytes, in tuples, lists and str-keyed dicts of at most 16 items, 4 levels deep."""
+    kind = type(obj)
+    if kind in _ATOMS:
+        return True
+    if kind is tuple or kind is list:
+        if depth > 3 or len(obj) > 16:
+            return False
+        for item in obj:
+            if type(item) not in _ATOMS and not _plain(item, depth + 1):
+                return False
+        return True
+    if kind is dict:
+        if depth > 3 or len(obj) > 16:
+            return False
+        for key, item in obj.items():
+            if type(key) is not str or (type(item) not in _ATOMS and not _plain(item, depth + 1)):
+                return False
+        return True
+    return kind is bytes and len(obj) < 1024 <= config_get("small_write_threshold")
+
+
 def dumps(obj: Any) -> tuple[bytes, list[memoryview | pickle.PickleBuffer]]:
     """Pickle `obj` into one in-band frame and a list of out-of-band buffers.
 
     Every buffer is a flat byte memoryview over the sender's memory: keep `obj` unchanged until
     the buffers are sent. A failure raises the original exception, with a note naming the type of
-    the object that could not be pickled.
+    the object that could not be pickled. A small message of builtins (most call arguments and
+    replies) takes plain `pickle.dumps`, which writes the same bytes for it in a third of the time.
     """
+    if _plain(obj):
+        return pickle.dumps(obj, 5), []
     if _torch_pending and "torch" in sys.modules:
         _register_torch()
     cached: _Pickler | None = getattr(_local, "pickler", None)
