@@ -7,6 +7,10 @@ optional bootstrap callable. The proc runs its set-up, starts its transport, run
 reports `proc_ready` (or the bootstrap's failure) to the controller, then serves until a
 `stop_proc` arrives: it stops its actors (running their cleanups), answers, flushes what it still
 has to send, and exits.
+
+The proc also restores the controller's environment and working directory, applies its
+`proc_bind` CPUs first of all, and runs its loop on the main thread. Stopping waits for its
+actors at most `stop_actor_timeout`, drains the transport, and exits with status 0.
 """
 
 from __future__ import annotations

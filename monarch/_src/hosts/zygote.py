@@ -18,6 +18,15 @@ controller's once it is gone, are removed here (`transport/owned_files.py`).
 
 Rejected alternative: forking the controller itself. It may run threads (the runtime loop, a
 Jupyter kernel's) and hold locks a forked child would inherit locked.
+
+It runs as `python -m monarch._src.hosts.zygote` in the directory that holds the controller's
+`monarch` package, so a `monarch/` in the user's working directory cannot shadow it, and it
+imports no top-layer module. Once it imported what procs need it freezes that heap
+(`gc.freeze`): the procs' collections skip it and forked pages stay shared. Children are reaped
+on SIGCHLD, each exit reported as `Exited(n)` or `Killed(sig=n)`. It ignores SIGINT (a kernel's
+interrupt reaches its whole process group). The controller reaps the zygote as soon as it ends
+(`prestart.py`'s thread): a Jupyter kernel shutting down waits for every child of its group,
+zombies included. `mesh_orphan_timeout` paces its check that the controller is still there.
 """
 
 from __future__ import annotations

@@ -10,6 +10,29 @@ later call with a `SupervisionError` at once.
 Cancellation (`cancellation.py`: a cancelled call is dropped, or its endpoint cancelled or
 interrupted, under the interruption rule of `interruption.py`) and upgrades (`upgrade.py`) keep
 their state in the `CallCancellation` and the `upgrade_decision` of each `HostedActor`.
+
+Outcomes of one message:
+
+    in the endpoint                             the caller gets      the actor
+    returns                                     the value            lives
+    raises Exception, with a reply port         ActorError           lives
+    raises Exception, no reply port             -                    fails, owner told
+      (`broadcast`, `send` without a port)
+    raises Exception, explicit response port    SupervisionError     fails, owner told
+    raises BaseException, or `__init__` raises  SupervisionError     fails, owner told
+
+Sync endpoints and a sync `__init__` run with no event loop visible; async endpoints are awaited
+to completion before the next message; only `@concurrent_endpoint` bodies run as tasks.
+
+No call is left hanging: an actor answers for the ports it holds (`port.PortHolder`): the reply
+port of each call it handles, explicit response ports until used or pickled on, and the ports
+unpickled from its `__init__` and endpoint arguments (the newest `_HELD_PORTS_MAX` multi-use
+ones). `_fail` sends the failure to the reply ports at once and to the multi-use ports after
+`__cleanup__`, so what cleanup sends there comes first; calls that arrive later are answered on
+the runtime loop. A failed actor whose `__init__` had completed runs
+`__cleanup__(Exception("serving <actor id>: <reason>"))` once, on its thread (a later `stop()`
+does not run it again), and stops the meshes it owns that still run, newest first. Once its
+thread ended, a `_Tombstone` takes its mailbox slot and answers every call with its error.
 """
 
 from __future__ import annotations

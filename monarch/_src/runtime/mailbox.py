@@ -14,6 +14,35 @@ type in `Mailbox.control` (`runtime/control.py`).
 
 Failure: when the connection to a peer breaks, every port still waiting on a reply from that peer
 fails with `SupervisionError`, and later calls to it fail at once; nothing waits for a timeout.
+
+A call or reply without out-of-band buffers, posted by a thread other than the loop's while
+nothing waits for the loop, is written by the posting thread itself when the peer's connection is
+idle (`post`, `Transport.send_direct`): a caller that waits for each answer saves a thread hop
+each way, while a burst still goes through the loop in batches.
+
+Procs not up yet: a proc's routing key is `pending:<proc id>` (`pending_key`) until its
+`proc_ready` arrives. Envelopes to it are held in order, and `resolve` routes them before it
+publishes the address, so the order per sender holds. A bootstrap failure marks the key dead,
+which fails what was held. A call for an actor key not registered yet waits `_UNBORN_GRACE` for
+the spawn (another process may have spawned the mesh), behind `__init__`, then is refused.
+
+Death is kept per incarnation, not per address: each transport has a random incarnation that the
+two ends of a connection exchange in their hello. `mark_dead` records the dead one's; a hello
+from another incarnation at that address (the OS reused the port) revives it, as do `resolve`
+and attaching to a host, while the dead process, heard again, stays dead. When the connection
+to a proc the local host agent watches breaks first, `lost_delegate` holds what could not be
+sent and lets the child watch report the exact exit status.
+
+Ports handed on in call arguments (`ports_handed`) are answered by this process when the proc
+they went to dies: reply ports once, with the failure; multi-use ports too when the proc failed
+(`proc_failed`, never a stop). Ports of another process are also reported to it when it watches
+those procs (it spawned them), since it can answer with the exit status; otherwise they are
+answered with the transport's error after `_FOREIGN_GRACE`. Not covered: ports handed in spawn
+arguments or inside `Port.send` messages.
+
+A CALL without a reply port that cannot be delivered bounces back to its sender through
+`on_undeliverable` (the sending actor's `_handle_undeliverable_message`, or the fault hook at the
+root); a CALL with a reply port fails that port.
 """
 
 from __future__ import annotations

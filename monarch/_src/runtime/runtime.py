@@ -4,6 +4,13 @@ On the controller (a script or a notebook kernel) the loop runs on a daemon thre
 first use, like Dask's IO loop, so `Future.get()` can block any other thread, the kernel's
 included. In a proc started by a host agent, the loop runs on the main thread
 (`install_proc_runtime`). Either way there is exactly one `Runtime` per process.
+
+The controller's runtime starts, under a lock, on the first `get_runtime()`: a daemon thread named
+"monarch-runtime" runs a fresh asyncio loop, starts the mailbox on `tcp://127.0.0.1:0` (or on the
+`default_transport` address when that is a `scheme://address`, or on a fresh unix socket under
+`ChannelTransport.Unix`), then runs the `on_start` hooks; an `atexit` handler runs
+`shutdown_hooks`, the last added first. The controller is a proc too: `this_proc()` is a one-proc
+mesh at its own address, where `get_or_spawn_controller` spawns its singletons.
 """
 
 from __future__ import annotations
