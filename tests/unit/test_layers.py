@@ -360,3 +360,14 @@ def test_no_cycle_in_the_shared_and_callee_tiers():
             graph[module] |= {t for t, _ in _runtime_imports(module) if t != module}
     cycles = [c for c in _sccs(graph) if len(c) > 1]
     assert not cycles, f"import cycles in the mesh's shared and callee tiers: {cycles}"
+
+
+if __name__ == "__main__":  # `python tests/unit/test_layers.py`: the mesh's import graph by tier
+    for tier_name, tier_modules in MESH_TIERS:
+        print(f"{tier_name}:")
+        for name in sorted(tier_modules):
+            module = f"{MESH}.{name}"
+            if module in TREES:
+                imported = sorted({t.rsplit(".", 1)[1] for t, _ in _runtime_imports(module)}
+                                  - {name})
+                print(f"  {name:15} -> {', '.join(imported) or '-'}")
