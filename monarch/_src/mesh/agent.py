@@ -6,6 +6,14 @@ process's mailbox.
 (`relay.py`) run on the runtime loop of the process that receives them. They never block the
 loop: work that waits (an actor's `__cleanup__`, a proc mesh still starting) is handed to the
 actor's thread or to a callback.
+
+Supervision: a `supervise` control reaches the process of the failed mesh's owner, whose
+ownership tree decides whether it is delivered (once per failed rank, never for a stopped mesh).
+An owning actor gets a `MeshFailure` in `__supervise__`, on its own thread; a falsy return or an
+exception fails that actor too, which reports to its own owner. At the root the failure goes to
+`monarch.actor.unhandled_fault_hook` (looked up through the `fault_hook` slot when it runs), on a
+thread of its own; the default raises `SystemExit`, after which the report is written to stderr
+and the main thread gets a SIGINT, so the program unwinds and its `atexit` handlers run.
 """
 
 from __future__ import annotations

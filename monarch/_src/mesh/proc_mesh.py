@@ -4,6 +4,20 @@ A proc mesh's processes are recorded in a `_ProcTable` shared by the mesh and it
 routing key per global rank, a pending key (`pending:<proc id>`) until the proc reported its
 address, then the address. Messages sent before then are held by the mailbox in order and
 released when the address is known, so `spawn_procs` and `spawn` never block.
+
+A proc that dies (its exit status from the child watch or a served host, or a missed heartbeat)
+is recorded in the table's `failed` (calls to a mesh or slice holding that rank then fail before
+sending), marked dead in the mailbox, and reported to the owner of each actor mesh on it as "the
+process this actor was running on failed: ...", named per actor (`actor_displays`). A proc that
+exits before it reported ready fails at once the same way. With a `bootstrap`, failures read as
+Monarch's setup actor's: a proc that died gives "Endpoint call setup.setup() failed, ..."
+(`setup_report`), a bootstrap that raised the `ActorError` "Actor call setup.setup failed."
+(`setup_errors`). Sending a `ProcMesh` to another actor pickles its table, which blocks until
+every proc is up. Once its procs are gone this process forgets the mesh (`forget_table`, the
+ownership tree, the traffic counters); stop futures resolve only after that.
+
+Not done yet: proc deaths are recorded twice, in the table (which references in the owner's
+process see too) and per actor mesh in the ownership tree; the tree could take `failed` over.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ asyncio does with what a cancelled task awaits; a `get(timeout)` that times out 
 
 Rejected alternative: an asyncio future owned by one loop. It cannot be awaited from an actor's
 own loop or read from a Jupyter cell without re-entering the kernel's loop.
+
+Reads follow torchmonarch's paths, which decide its warnings and timeout checks: a first plain
+`get()` caches the outcome (later reads check no timeout and never warn); once awaited, converted
+with `as_asyncio()` or read with a timeout, reads take the handle path (its timeout wording, its
+in-loop warning); `exception()` returns what `get()` would raise, a timeout included.
 """
 
 from __future__ import annotations

@@ -19,8 +19,18 @@ Rejected alternatives (see PERFORMANCE.md): Dask's pooled rpc (one comm per call
 handshake per connection reuse) and Dask actors (calls routed through the scheduler) are 10-100x
 slower than one persistent comm per peer.
 
-Only this package imports `distributed`. Every error it raises is translated by `translate_error`
-into a monarch error, at this boundary.
+Besides this package (its Dask-served schemes, imported on first use), only `hosts/dask.py`
+and `job/dask_job.py` import `distributed`. Every error it raises is translated by
+`translate_error` into a monarch error, at this boundary.
+
+Failure: each peer has one failure path (`_Peer._fail`) for a failed write, a failed drain and a
+connection closed while idle (which reports the queued envelopes lost too). Once a sender was
+told a peer is lost, later sends to it are reported lost at once with the same error; over tcp a
+message sent right after the peer closed can still be dropped by the kernel unreported. A broken
+connection is not reported when it belongs to an older incarnation of the peer than one already
+heard, to a connection this process abandoned for a newer one, or to one opened before this
+process gave the peer up (`forget_peer`): a host's echo of that close must not fail the
+re-attach that follows a healed network cut.
 """
 
 from __future__ import annotations

@@ -5,6 +5,10 @@ a certificate signed by the configured CA (`tls_ca_file`, `tls_cert_file`, `tls_
 Dask's `Security` builds the SSL contexts (CERT_REQUIRED both ways). A peer without such a
 certificate fails the handshake: the connection is refused and Dask logs it, and nothing it sent
 reaches a mailbox. The configuration travels to procs with the rest of the runtime settings.
+
+Without TLS, anyone who can reach a proc's port can make it unpickle data: TLS is the answer where
+that matters. TLS connections keep Dask's tornado stream (`dask_comm.py`); plain tcp and unix
+sockets use the raw `SocketChannel`.
 """
 
 from __future__ import annotations
