@@ -1,6 +1,23 @@
 """This process's ownership tree (see `supervision/tree.py`): the meshes spawned here, by whom,
 and the health of their ranks. The meshes layer records spawns and stops in it; the proc agent
-asks it whether a reported failure is to be delivered, and to whom."""
+asks it whether a reported failure is to be delivered, and to whom.
+
+`spawn_procs` and `spawn` return owned meshes and append them to the spawner's
+`owned_meshes`; slices and unpickled copies are references with full messaging. Only the owner
+stops: `ActorMesh.stop` on a reference raises `NotImplementedError`, `ProcMesh.stop` a
+`ValueError`, `HostMesh.shutdown`/`stop` a `RuntimeError`. An actor that stops stops its owned
+meshes, newest first, before its `__cleanup__`; at controller exit the local host agent stops
+every proc table it started (bounded waits, then SIGKILL through the zygote), as
+`shutdown_context()` does on demand.
+
+Records forget: once a mesh's actors answered its stop, or a proc mesh's procs are gone, this
+process drops it from every registry (the proc-mesh registry, this tree, the traffic counters,
+the proc table's actor meshes, the owners' `owned_meshes`, the local agent's per-proc maps; exit
+statuses stay), and stop futures resolve only after that (`after`). The tree remembers the last
+1,024 forgotten keys, so a late failure report about a stopped mesh is still dropped.
+`tests/integration/test_registries.py`: 1,000 actor-mesh and 100 proc-mesh spawn/stop cycles
+leave no entry, and RSS grows by less than 4 MiB between cycles 500 and 1,000.
+"""
 
 from __future__ import annotations
 

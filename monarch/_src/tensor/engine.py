@@ -9,6 +9,15 @@ per op, costs a pickle and a post per op and caps throughput at the transport's 
 
 The engine is the seam for another backend: `Engine.backend` receives `run(seq, commands)`
 broadcasts, `call_worker` requests, and nothing else.
+
+Figures: a batch leaves at `_BATCH_LIMIT` (512) commands or `_FLUSH_DELAY` (2 ms) after its first
+command, whichever comes first. A collected `Tensor` handle queues its id with the last sequence
+number issued; at the flush its `Delete` goes right after that command, so the memory it frees
+(workers pool large freed buffers) is reused by the commands that follow. The first
+`activate()` makes the engine through the `mesh_engine` slot: it hosts a `TCPStore` on the
+controller for process-group rendezvous and spawns a `TensorWorker` on every proc of the root
+proc mesh; other packages reach a proc mesh's engine and `DeviceMesh` only through `mesh.py`'s
+`engine_of` and `device_mesh_of`.
 """
 
 from __future__ import annotations
