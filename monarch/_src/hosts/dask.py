@@ -1,7 +1,7 @@
 """Hosts from a Dask cluster: one monarch host per machine, installed by a worker plugin.
 
-This module (with `transport/comm.py`) is the only place that imports `distributed`: here for
-its `Client`, `WorkerPlugin`, `Worker` and the scheduler's event topics.
+This module (with `transport/` and `job/dask_job.py`) is the only place that imports
+`distributed`: here for its `Client`, `WorkerPlugin`, `Worker` and the scheduler's event topics.
 
 `hosts_from_dask(target)` connects to the cluster (a `Client`, a scheduler address, or any
 cluster manager with a `scheduler_address`: `LocalCluster`, dask-jobqueue, dask-kubernetes, a

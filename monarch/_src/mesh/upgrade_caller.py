@@ -1,6 +1,11 @@
 """`ActorMesh.upgrade(NewClass)`, the caller's side: it drives the two phases that `upgrade.py`
 describes (and runs on each actor) over the ranks of a mesh, from any thread; the phases advance
 on the runtime loop.
+
+`ActorMesh.upgrade` is a descriptor (`actor_mesh.py`): it gives the endpoint instead when the actor
+class has one named `upgrade`, so `upgrade` is not a reserved endpoint name. The new class is
+validated as `spawn` validates, and encoded by value (`transport.serialization.by_value`), so a
+class from an imported module travels with its new code.
 """
 
 from __future__ import annotations

@@ -6,6 +6,11 @@ imports neither torch nor the tensor engine. Two slots are filled by the facades
 they return, not here: `fault_hook` by `monarch.actor` (it reads the facade's own
 `unhandled_fault_hook`), `workspace_sync` by `monarch.tools.config.workspace` (a `Workspace` can
 only exist once that module is imported).
+
+So importing `monarch.actor` (about 0.24 s) imports none of `distributed`, `dask`, `tornado`,
+`numpy`, `torch` or `ipywidgets`, and neither does the first spawn over plain tcp (Dask's comm
+layer, about 0.4 s, is imported only for a tls://, unix:// or inproc:// address). The facade
+also fills the `fault_hook` slot, and under IPython installs the notebook hook.
 """
 
 from __future__ import annotations
