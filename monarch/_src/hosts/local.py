@@ -7,6 +7,11 @@ it was asked to stop. Procs report `proc_ready` to the mailbox of the process th
 them, which resolves their routing keys. `local_agent()` makes the process's agent on first use
 and registers it (`mesh/host_agent.py`); importing this module fills the `local_host` hook slot
 behind `this_host()`.
+
+The agent keeps the book of its procs and delegates by concern: `zygote_client.py` (the zygote
+and the child watch), `proc_spawn.py` (specs, the spawn watch), `connection_loss.py`,
+`proc_logs.py` (output, tails, log levels), `proc_stop.py` and `heartbeat.py` (unresponsive
+procs fail like dead ones and are killed).
 """
 
 from __future__ import annotations
