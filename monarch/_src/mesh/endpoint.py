@@ -122,19 +122,21 @@ class Endpoint(Generic[P, R]):
     # ---- adverbs ------------------------------------------------------------------------
     def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Call the single actor of this mesh; returns its value."""
-        n = len(self._mesh)
+        cast = casting.plan(self._mesh)
+        n = len(cast.ranks)
         if n != 1:
             raise ValueError(f"call_one requires exactly 1 actor, but mesh has {n}")
-        return self._single(0, args, kwargs)
+        return self._single(0, args, kwargs, cast)
 
     def choose(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Call one actor of this mesh picked at random; returns its value."""
-        n = len(self._mesh)
+        cast = casting.plan(self._mesh)
+        n = len(cast.ranks)
         if n == 0:
             raise ValueError(
                 f"choose needs at least one actor, but mesh {self._mesh._name} is empty"
             )
-        return self._single(random.randrange(n), args, kwargs)
+        return self._single(random.randrange(n), args, kwargs, cast)
 
     def _refused(self, cast: casting.CastPlan) -> concurrent.futures.Future[Any] | None:
         """A failed future when the mesh (or a targeted rank) already failed or was stopped:
@@ -147,10 +149,10 @@ class Endpoint(Generic[P, R]):
             return cf
         return None
 
-    def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Future[R]:
+    def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any],
+                cast: casting.CastPlan) -> Future[R]:
         encoded = casting.encode_args(self, args, kwargs)
         mesh = self._mesh
-        cast = casting.plan(mesh)
         refused = self._refused(cast)
         if refused is not None:
             return Future.from_concurrent(refused, None, self._supervision)
