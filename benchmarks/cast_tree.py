@@ -6,11 +6,13 @@ Prints one JSON report; asserts nothing. Run from the repository root:
 
 It starts `--hosts` loopback `monarch worker` hosts, spawns `--procs` procs on each and one
 actor per proc, then measures `call()` to all of them with `cast_tree="off"` (one CALL per rank
-from the controller, one reply per rank) and `cast_tree="auto"` (one relay control per host, one
-batch back per host), in alternating rounds. Per mode: the controller's envelopes written per
-call (CALLs and relay controls), the bytes its transport wrote and read per call (every frame,
-heartbeats included), the controller's CPU time per call (all its threads), and the call()
-latency p50 / p99 (µs).
+from the controller, one reply per rank) and `cast_tree="always"` (one relay control per host,
+one batch back per host), in alternating rounds. `--sweep 2x1,2x4,4x4` measures each
+hosts x procs in turn and reports, per size, the tree's p50 against the flat cast's: where the
+tree starts to win is what `cast_tree="auto"` uses (`relay.TREE_MIN_RANKS`).
+Per mode: the controller's envelopes written per call (CALLs and relay controls), the bytes its
+transport wrote and read per call (every frame, heartbeats included), the controller's CPU time
+per call (all its threads), and the call() latency p50 / p99 (µs).
 The load is `_report`'s `load_avg_1m_before`/`load_avg_1m_after` (reports before it had
 `load_before`/`load_after`, the 1, 5 and 15-minute averages).
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
 from typing import Any
 
@@ -104,20 +107,17 @@ def _round(mesh: Any, mode: str, calls: int, pad: bytes, counters: Counters,
     figures["p99_us"].append(samples[int(len(samples) * 0.99) - 1] * 1e6)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--hosts", type=int, default=4)
-    parser.add_argument("--procs", type=int, default=4, help="procs per host")
-    parser.add_argument("--calls", type=int, default=200, help="calls per round")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode, alternating")
-    parser.add_argument("--pad", type=int, default=0, help="bytes of argument per call")
-    args = parser.parse_args()
+MODES = ("off", "always")  # the flat cast and the tree
+
+
+def measure(n_hosts: int, n_procs: int, calls: int, rounds: int, pad_bytes: int) -> dict[str, Any]:
+    """One size: `n_hosts` loopback worker hosts with `n_procs` procs each."""
     report: dict[str, Any] = {
-        "workload": f"call() to {args.hosts} loopback hosts x {args.procs} procs",
-        "pad_bytes": args.pad, "calls_per_round": args.calls, "rounds": args.rounds,
+        "workload": f"call() to {n_hosts} loopback hosts x {n_procs} procs",
+        "pad_bytes": pad_bytes, "calls_per_round": calls, "rounds": rounds,
         **load_before(),
     }
-    workers = LocalWorkers(args.hosts)
+    workers = LocalWorkers(n_hosts)
     try:
         addresses = [f.result(timeout=60) for f in workers.futures()]
         hosts = attach_to_workers(ca="trust_all_connections", workers=addresses)
@@ -125,25 +125,53 @@ def main() -> None:
         workers.close()
         raise
     try:
-        procs = hosts.spawn_procs(per_host={"procs": args.procs})
+        procs = hosts.spawn_procs(per_host={"procs": n_procs})
         mesh = procs.spawn("echo", Echo)
         mesh.echo.call(b"").get(timeout=120)
         counters = Counters()
-        pad = b"x" * args.pad
+        pad = b"x" * pad_bytes
         keys = ("envelopes_per_call", "bytes_out_per_call", "bytes_in_per_call",
                 "controller_cpu_us_per_call", "p50_us", "p99_us")
-        raw: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in ("off", "auto")}
-        for _ in range(args.rounds):
-            for mode in ("off", "auto"):
-                _round(mesh, mode, args.calls, pad, counters, raw)
+        raw: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in MODES}
+        for _ in range(rounds):
+            for mode in MODES:
+                _round(mesh, mode, calls, pad, counters, raw)
         for mode, figures in raw.items():
             report[mode] = {k: round(statistics.median(v), 1) for k, v in figures.items()}
         report["tree_vs_flat"] = {
-            k: round(report["auto"][k] / report["off"][k], 3) for k in keys if report["off"][k]}
+            k: round(report["always"][k] / report["off"][k], 3) for k in keys if report["off"][k]}
         report.update(load_after())
+        procs.stop().get(timeout=60)
     finally:
         hosts.shutdown().get(timeout=60)
         workers.close()
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--procs", type=int, default=4, help="procs per host")
+    parser.add_argument("--calls", type=int, default=200, help="calls per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per mode, alternating")
+    parser.add_argument("--pad", type=int, default=0, help="bytes of argument per call")
+    parser.add_argument("--sweep", default="",
+                        help="sizes HOSTSxPROCS, comma-separated, in place of --hosts/--procs")
+    args = parser.parse_args()
+    if not args.sweep:
+        report = measure(args.hosts, args.procs, args.calls, args.rounds, args.pad)
+    else:
+        sizes = [tuple(int(n) for n in size.split("x")) for size in args.sweep.split(",")]
+        report = {"sizes": {}, **load_before()}
+        for n_hosts, n_procs in sizes:
+            one = measure(n_hosts, n_procs, args.calls, args.rounds, args.pad)
+            report["sizes"][f"{n_hosts}x{n_procs}"] = one
+            print(f"[cast_tree] {n_hosts}x{n_procs}: tree/flat p50 "
+                  f"{one['tree_vs_flat'].get('p50_us')}", file=sys.stderr, flush=True)
+        wins = [n_hosts * n_procs for n_hosts, n_procs in sizes
+                if report["sizes"][f"{n_hosts}x{n_procs}"]["tree_vs_flat"].get("p50_us", 9) < 1]
+        report["smallest_size_where_the_tree_wins_p50"] = min(wins) if wins else None
+        report.update(load_after())
     print(json.dumps(report, indent=1), flush=True)
 
 

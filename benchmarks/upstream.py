@@ -42,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -325,7 +326,11 @@ def identify(python: str, cwd: Path) -> dict[str, str]:
 def _run_group(argv: list[str], cwd: Path, env: dict[str, str],
                timeout: float) -> tuple[int | None, bool, str, float]:
     """(returncode, timed out, stdout+stderr, seconds) of `argv` in its own process group,
-    all of which is killed at the timeout or when the command leaves procs behind."""
+    all of which is killed at the timeout or when the command leaves procs behind; so are the
+    processes it started in sessions of their own (a job's detached worker hosts, either side's
+    job sidecar), found by the run's token in their environment."""
+    token = uuid.uuid4().hex
+    env = dict(env, UPSTREAM_RUN_TOKEN=token)
     with tempfile.TemporaryFile("w+") as out:
         t0 = time.perf_counter()
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -343,8 +348,25 @@ def _run_group(argv: list[str], cwd: Path, env: dict[str, str],
         except ProcessLookupError:
             pass
         proc.wait()
+        _kill_detached(f"UPSTREAM_RUN_TOKEN={token}".encode())
         out.seek(0)
         return returncode, timed_out, out.read(), time.perf_counter() - t0
+
+
+def _kill_detached(marker: bytes) -> None:
+    """SIGKILL every process whose environment holds `marker`."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:  # gone, or not ours to read
+            continue
+        if marker in environ.split(b"\0"):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except ProcessLookupError:
+                pass  # it ended by itself meanwhile
 
 
 def run_test_file(python: str, tests_root: Path, file_rel: str, work: Path,

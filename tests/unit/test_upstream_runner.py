@@ -114,3 +114,20 @@ def test_classify_example_tells_gpu_needs_timeouts_and_failures_apart() -> None:
                                          "with CUDA enabled") == "needs GPU"
     assert up.classify_example(1, False, "Traceback (most recent call last):\n  File x\n"
                                          "ValueError: bad mesh\n") == "failed: ValueError: bad mesh"
+
+
+def test_a_run_takes_the_processes_it_detached_with_it(tmp_path: Path) -> None:
+    # A job's worker hosts leave the run's process group (their own session): the runner finds
+    # them by the run's token in their environment.
+    import os
+
+    from tests.pidwait import exits
+
+    pid_file = tmp_path / "pid"
+    child = ("import os, subprocess, sys; p = subprocess.Popen([sys.executable, '-c', "
+             "'import time; time.sleep(600)'], start_new_session=True); "
+             f"open({str(pid_file)!r}, 'w').write(str(p.pid))")
+    returncode, timed_out, _, _ = _upstream()._run_group(
+        [sys.executable, "-c", child], tmp_path, dict(os.environ), 30)
+    assert (returncode, timed_out) == (0, False)
+    assert exits(int(pid_file.read_text()), timeout=10)
