@@ -1,6 +1,7 @@
 """Casts as a tree across `monarch worker` hosts on loopback (127.0.0.2, 127.0.0.3).
 
-A cast to a proc mesh on two hosts leaves the controller as one `relay` control per host, the
+With `cast_tree="always"` (these meshes are smaller than `auto`'s `relay.TREE_MIN_RANKS`), a
+cast to a proc mesh on two hosts leaves the controller as one `relay` control per host, the
 relay (the host's lowest live rank) hands it to its procs, and a `call()`'s replies come back as
 one batch per host. Order per sender and actor is kept, and a proc or relay that dies during a
 call fails it with `SupervisionError` instead of leaving it hanging.
@@ -56,7 +57,8 @@ class Seen(Actor):
 def hosts(two_workers: Workers) -> Iterator[Any]:
     mesh = attach_to_workers(ca=TRUST, workers=two_workers.addresses, name="tree")
     try:
-        yield mesh
+        with configured(cast_tree="always"):
+            yield mesh
     finally:
         mesh.shutdown().get(timeout=30)
 

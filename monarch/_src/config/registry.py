@@ -214,8 +214,9 @@ _progress = _one_of(
     "progress report, in logs too) or 'off'")
 _cast_tree = _one_of(
     "cast_tree", ("auto", "always", "off"),
-    "'auto' (casts to procs on two or more hosts go through one relay proc per host), 'always' "
-    "(through the relays even on one host) or 'off' (one message per rank from the caller)")
+    "'auto' (casts to a proc mesh of 8 procs or more on two or more hosts, not all on this "
+    "machine, go through one relay proc per host), 'always' (through the relays even on one "
+    "host) or 'off' (one message per rank from the caller)")
 _version_check = _one_of(
     "version_check", ("warn", "ignore", "error"),
     "'warn' (warn once per attach when a host's Python, monarch, torch, cloudpickle, numpy or "
@@ -247,9 +248,10 @@ _TELEMETRY = ("There is no telemetry pipeline to configure: monarch.actor's trac
               "use OpenTelemetry whenever a tracer or meter provider is installed.")
 # The relay tree (mesh/relay.py) has two levels, host then proc: a fan-out bound would need
 # relays that forward to other hosts' relays, a deeper tree with other ordering and failure rules.
-_CAST_TREE = ("When casts go through the tree (cast_tree: 'auto' for a proc mesh on two or "
-              "more hosts, or 'always'), the caller sends one message to a relay proc on each "
-              "host and each relay hands it to the procs of its own host: two levels, so the "
+_CAST_TREE = ("When casts go through the tree (cast_tree: 'auto' for a proc mesh of 8 procs "
+              "or more on two or more hosts not all on this machine, or 'always'), the caller "
+              "sends one message to a relay proc on each host and each relay hands it to the "
+              "procs of its own host: two levels, so the "
               "fan-out is the number of hosts at the caller and a host's procs at its relay, "
               "with no deeper level to bound. To change how casts travel, set cast_tree ('off': "
               "one message per rank from the caller).")

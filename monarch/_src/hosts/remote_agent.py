@@ -282,6 +282,18 @@ class RemoteHostAgent:
                 self.rt.call_soon(self.host_lost, host, reason)
 
     # ---- spawning ---------------------------------------------------------------------------
+    def _on_this_machine(self, host: _Host) -> bool:
+        """Whether `host` runs on this machine, as far as its address tells: a unix socket,
+        loopback, or this process's own host. A host whose address is not known yet counts
+        as another machine."""
+        address = host.addr or (host.target if isinstance(host.target, str) else None)
+        if address is None:
+            return False
+        if address.startswith(("unix://", "ipc://", "inproc://")):
+            return True
+        name = host_of(address)
+        return is_loopback(name) or name == host_of(self.rt.address)
+
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
         python: str | None = None, proc_bind: list[dict[str, str]] | None = None,
@@ -301,6 +313,7 @@ class RemoteHostAgent:
                     range(per_host)]
         host_of_rank = [h for h in hosts for _ in range(per_host)]
         table = ProcTable([pending_key(p) for p in proc_ids], hosts=host_of_rank)
+        table.one_machine = all(self._on_this_machine(self.hosts[h]) for h in set(hosts))
         table.has_bootstrap = bootstrap is not None
         table_id = f"{tag}"
         placed = _Placed(table_id, host_of_rank, proc_ids)

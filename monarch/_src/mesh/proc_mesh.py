@@ -104,6 +104,9 @@ class ProcTable:
         self.name = "anon"  # the proc mesh's name, for failure reports
         self.owner_key: str | None = None  # actor key of the owner; None for the root client
         self.mesh_key = ""  # the proc mesh's key in the ownership tree
+        # True when every host of these procs is this machine (set by the host agent): casts
+        # then never go through the relay tree under `cast_tree="auto"` (`relay.hosts_of`).
+        self.one_machine = False
         # Log forwarding (when enabled): write this mesh's procs' output here, and collapse
         # repeated lines within this many seconds (None: write each line as it comes).
         self.log_stream = True

@@ -1,7 +1,8 @@
 """Casts as a tree: one envelope per host, handed to that host's procs by a relay proc there.
 
 When the `cast_tree` config key says so (`auto`: the proc mesh spans two or more hosts, as
-`ProcTable.hosts` records them; `always`; `off`), `casting` hands a cast's CALLs (and the
+`ProcTable.hosts` records them, not all on this machine, with `TREE_MIN_RANKS` procs or more;
+`always`; `off`), `casting` hands a cast's CALLs (and the
 `cancel`, `stop_actor` and `upgrade_actor` controls that must follow them) to `post` here
 instead of posting one per rank. `post` groups them by host and sends each group to the host's
 *relay*, the proc with the lowest global rank on that host that is up and has not failed (so
@@ -25,9 +26,9 @@ a target proc would.
 
 Switching `cast_tree` while calls are in flight does not keep that order.
 `benchmarks/cast_tree.py` (4 hosts x 4 procs): 16 envelopes become 4 and the bytes per `call()`
-halve, for a p50 1.2x (one hop more). Not built: reducing the replies at the relay (it needs an
-associative `combine`, a new adverb option), and trees within one host (the relay sends one
-envelope per proc of its host).
+halve, for a p50 1.05x-1.2x on loopback (one hop more; see `TREE_MIN_RANKS`). Not built:
+reducing the replies at the relay (it needs an associative `combine`, a new adverb option), and
+trees within one host (the relay sends one envelope per proc of its host).
 """
 
 from __future__ import annotations
@@ -163,11 +164,24 @@ _tables: weakref.WeakKeyDictionary[ProcTable, Hosts] = weakref.WeakKeyDictionary
 _tables_lock = threading.Lock()
 
 
+# `cast_tree="auto"` takes the tree for a proc mesh on two or more hosts, not all on this
+# machine, with at least this many procs in all. Measured with `benchmarks/cast_tree.py --sweep`
+# (`benchmarks/results/2026-12-06-cast-tree-sweep.json`, loopback hosts on 2 cores): from 8
+# procs (2x4, 4x2) the tree cuts the caller's CPU per `call()` (0.68x-0.78x, down to 0.37x at
+# 4x16), below it costs more (1.36x at 2x1, 1.05x at 2x2). Its p50 lost at every size there
+# (1.05x-1.6x from 2 to 64 procs): relays on the caller's own machine share its cores and add a
+# hop, so hosts that are all this machine (`ProcTable.one_machine`) keep the flat cast.
+TREE_MIN_RANKS = 8
+
+
 def hosts_of(table: ProcTable) -> Hosts | None:
     """The hosts of `table` when casts to its procs go through the tree (`cast_tree`), else
-    None."""
+    None. The answer is the same for every call to the table's procs (what the order of casts
+    through the relays relies on) while the config key is unchanged."""
     mode = config_get("cast_tree")
-    if mode == "off" or (mode == "auto" and table.hosts is None):  # None: all on one host
+    if mode == "off" or (mode == "auto" and (table.hosts is None  # None: all on one host
+                                             or table.one_machine
+                                             or len(table.keys) < TREE_MIN_RANKS)):
         return None
     hosts = _tables.get(table)
     if hosts is None:
