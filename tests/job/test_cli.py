@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -143,16 +144,23 @@ def test_cli_exec_without_job_says_apply_first(project: pathlib.Path) -> None:
 
 
 def test_cli_contexts(project: pathlib.Path) -> None:
+    # torchmonarch's layout: a directory per context, job_state.pkl links to the current one
+    assert monarch(project, "context", "ls").stdout == "No contexts.\n"
     assert monarch(project, "context", "create", "dev", "jobs.py:local").returncode == 0
     assert monarch(project, "context", "use", "dev").returncode == 0
+    link = project / ".monarch" / "job_state.pkl"
+    assert os.readlink(link) == os.path.join("dev", "state.pkl")
     assert monarch(project, "context", "ls").stdout.splitlines() == ["  default", "* dev"]
     assert monarch(project, "apply").returncode == 0  # the context's recorded spec
-    assert (project / ".monarch" / "contexts" / "dev" / "job_state.pkl").exists()
-    bad = monarch(project, "context", "use", "nope")
+    assert (project / ".monarch" / "dev" / "state.pkl").exists()
+    assert monarch(project, "context", "use", "other").returncode == 0  # created, as upstream
+    assert monarch(project, "context", "ls").stdout.splitlines() == ["  default", "  dev", "* other"]
+    assert monarch(project, "context", "rm", "other").returncode == 0
+    assert os.readlink(link) == os.path.join("default", "state.pkl")
+    assert monarch(project, "context", "rm", "dev").returncode == 0  # kills its job
+    assert not (project / ".monarch" / "dev").exists()
+    bad = monarch(project, "context", "rm", "nope")
     assert bad.returncode == 1 and "No context 'nope'" in bad.stderr
-    assert monarch(project, "context", "rm", "dev").returncode == 0
-    assert monarch(project, "context", "ls").stdout.splitlines() == ["* default"]
-    assert monarch(project, "context", "ls").returncode == 0
 
 
 def test_cli_apply_bad_spec_is_clear(project: pathlib.Path) -> None:
@@ -171,6 +179,15 @@ def test_cli_exec_all_meshes_then_kill(project: pathlib.Path) -> None:
     assert applied.returncode == 0, applied.stderr
     run = monarch(project, "exec", "--all", "--kill", "--", "bash", "-c", "echo ran; exit 1")
     assert run.returncode == 1, run.stderr
-    assert [line for line in run.stdout.splitlines() if "ran" in line] == ["[0] ran"] * 2
+    # --all sends each proc's output to files on its host and says where, once per mesh
+    reports = [line for line in run.stdout.splitlines() if line.startswith("Output → ")]
+    assert len(reports) == 2, run.stdout
+    for report in reports:
+        where = report.split()[2].split("<point>")[0]
+        try:  # a mesh without dimensions: its one proc's point is empty
+            with open(os.path.join(where, "stdout.txt")) as f:
+                assert f.read() == "ran\n"
+        finally:
+            shutil.rmtree(os.path.dirname(where.rstrip("/")))
     assert "killed" in run.stdout
     assert not (project / ".monarch" / "job_state.pkl").exists()

@@ -26,6 +26,7 @@ from monarch._src.job.mounts import (
     close_mounts,
     declare_gather_mount,
     declare_remote_mount,
+    release_mounts,
 )
 from monarch._src.job.state import JobState
 from monarch._src.job.telemetry_config import Telemetry, TelemetryConfig
@@ -107,7 +108,7 @@ class JobTrait(abc.ABC):
                 return cached._connect()
             if cached.active:
                 cached.kill()
-            os.remove(cached_path)
+            os.remove(os.path.realpath(cached_path))  # the state, not a context's link to it
         self.apply()
         state = self._connect()
         if cached_path is not None:
@@ -116,6 +117,7 @@ class JobTrait(abc.ABC):
 
     def _connect(self) -> JobState:
         """`_state()`, with this job's telemetry started (once) and its fields filled in."""
+        release_mounts(self)  # a host serves one client: the job's mount daemon steps aside
         state = self._state()
         apply_mounts(self, state)
         self._start_admin(state)

@@ -1,16 +1,22 @@
 """A job's declared mounts (`job.remote_mount`, `job.gather_mount`), applied at `state()`.
 
-Declarations are part of the job's spec and are pickled with it; the live mounts are this
-process's (`_live_mounts`, never pickled), opened at the first `state()` and refreshed at the
-next ones, closed by `kill()`. The source of a remote mount is served by the process that
-opened it: when that process exits, the hosts' mounts go with it, and the next client's
-`state()` mounts again (the hosts' chunk caches make that incremental). torchmonarch keeps the
-mounts in a background sidecar process instead, so they outlive the client; rejected here, as a
-process outliving every client is one more thing for `kill()` to find.
+Declarations are part of the job's spec and are pickled with it. Where the live mounts are
+(never pickled) depends on the process:
+
+* By default they are this process's (`_live_mounts`): opened at the first `state()`,
+  refreshed at the next ones, closed by `kill()`. The source of a remote mount is served by the
+  process that opened it, so when it exits the hosts' mounts go with it and the next client's
+  `state()` mounts again (the hosts' chunk caches make that incremental).
+* The `monarch` command (`use_mount_daemon()`) keeps them in a mount daemon instead
+  (`mount_daemon`), one per applied job, as torchmonarch's job sidecar does: `monarch apply`
+  leaves the gather mount mounted and the remote mounts served after it exits, each later
+  `state()` (any process's, once the daemon runs) asks the daemon to refresh them, another set of
+  declarations replaces the daemon, and `kill()` stops it before the hosts.
 """
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import os
@@ -84,24 +90,90 @@ def adopt_mounts(cached: Any, spec: Any) -> None:
     cached.__dict__["_mount_specs"] = list(spec.__dict__.get("_mount_specs") or [])
 
 
+_DAEMON = {"wanted": False}  # True in a process that keeps its jobs' mounts in a daemon
+
+
+def use_mount_daemon(enabled: bool = True) -> None:
+    """From now on, this process keeps the mounts of the jobs it connects in a mount daemon that
+    outlives it (what the `monarch` command does), instead of mounting them itself."""
+    _DAEMON["wanted"] = enabled
+
+
+def mount_specs(job: Any) -> list[Any]:
+    """The mounts `job` declares, in declaration order."""
+    return list(job.__dict__.get("_mount_specs") or [])
+
+
+def gather_mount_points(job: Any) -> list[tuple[str, str]]:
+    """(remote mount point, local mount point) of each gather mount `job` declares."""
+    return [(s.remote_mount_point, s.local_mount_point) for s in mount_specs(job)
+            if isinstance(s, GatherMountSpec)]
+
+
 def apply_mounts(job: Any, state: JobState) -> None:
-    """Open (or refresh) the job's mounts on `state`'s meshes and point each mesh whose remote
-    mount carries a `python_exe` at that interpreter."""
-    specs: list[Any] = job.__dict__.get("_mount_specs") or []
+    """Open (or refresh) the job's mounts on `state`'s meshes from this process, and point each
+    mesh whose remote mount carries a `python_exe` at that interpreter. In a process that
+    `use_mount_daemon()`, the mounts go back to the job's daemon when the process exits."""
+    specs = mount_specs(job)
     if not specs:
         return
+    if _DAEMON["wanted"] and "_live_mounts" not in job.__dict__:
+        # Registered before the mounts open, so it runs after their own exit hooks (LIFO).
+        atexit.register(_hand_back, job)
+    open_mounts_here(job, state)
+    hosts = dict(state._hosts)
+    for spec in specs:
+        if isinstance(spec, RemoteMountSpec) and spec.python_exe is not None:
+            for name in _mesh_names(job, spec, hosts):
+                state._hosts[name] = hosts[name].with_python_executable(spec.python_exe)
+
+
+def release_mounts(job: Any) -> None:
+    """Before this process attaches to the job's hosts: stop the job's mount daemon if it runs
+    (a host serves one client at a time, and the daemon is one)."""
+    if job.apply_id is not None and job.__dict__.get("_mount_specs"):
+        from monarch._src.job import mount_daemon
+
+        mount_daemon.stop(job)
+
+
+def _hand_back(job: Any) -> None:
+    close_mounts_here(job)
+    if job.active:
+        from monarch._src.job import mount_daemon
+
+        # It attaches once this process has detached from the hosts (it exits next).
+        mount_daemon.start(job, wait=False)
+
+
+def start_mounts(job: Any) -> None:
+    """Bring the mount daemon of an applied job in line with its declarations: started (or
+    refreshed, or replaced) when it declares mounts, stopped when it declares none."""
+    from monarch._src.job import mount_daemon
+
+    if mount_specs(job):
+        mount_daemon.ensure(job)
+    else:
+        mount_daemon.stop(job)
+
+
+def _mesh_names(job: Any, spec: Any, hosts: dict[str, Any]) -> list[str]:
+    missing = sorted(set(spec.meshes or ()) - set(hosts))
+    if missing:
+        raise ValueError(f"{type(job).__name__}: a mount names meshes {missing} the job "
+                         f"does not have (it has {sorted(hosts)}).")
+    return [n for n in hosts if spec.meshes is None or n in spec.meshes]
+
+
+def open_mounts_here(job: Any, state: JobState) -> None:
+    """Open the job's mounts from this process (refreshing the remote mounts open already)."""
     from monarch._src.mount.gather import GatherMount
     from monarch._src.mount.remote import RemoteMount
 
     live: dict[tuple[int, str], Any] = job.__dict__.setdefault("_live_mounts", {})
     hosts = dict(state._hosts)
-    exes: dict[str, str] = {}
-    for i, spec in enumerate(specs):
-        names = [n for n in hosts if spec.meshes is None or n in spec.meshes]
-        missing = sorted(set(spec.meshes or ()) - set(hosts))
-        if missing:
-            raise ValueError(f"{type(job).__name__}: a mount names meshes {missing} the job "
-                             f"does not have (it has {sorted(hosts)}).")
+    for i, spec in enumerate(mount_specs(job)):
+        names = _mesh_names(job, spec, hosts)
         for name in names:
             handle = live.get((i, name))
             if isinstance(spec, RemoteMountSpec):
@@ -111,19 +183,24 @@ def apply_mounts(job: Any, state: JobState) -> None:
                     live[(i, name)] = handle
                 else:
                     handle.refresh()
-                if spec.python_exe is not None:
-                    exes[name] = spec.python_exe
             elif handle is None:
                 local = (os.path.join(spec.local_mount_point, name) if len(names) > 1
                          else spec.local_mount_point)
                 live[(i, name)] = GatherMount(hosts[name], spec.remote_mount_point, local)
-    for name, exe in exes.items():
-        state._hosts[name] = hosts[name].with_python_executable(exe)
 
 
 def close_mounts(job: Any) -> None:
-    """Unmount everything this process mounted for the job (a failure is logged, the rest
-    still close)."""
+    """Stop the job's mount daemon if it has one, and unmount everything this process mounted
+    for the job (a failure is logged, the rest still close)."""
+    if job.apply_id is not None:
+        from monarch._src.job import mount_daemon
+
+        mount_daemon.stop(job)
+    close_mounts_here(job)
+
+
+def close_mounts_here(job: Any) -> None:
+    """Unmount everything this process mounted for the job."""
     live: dict[Any, Any] = job.__dict__.pop("_live_mounts", None) or {}
     for handle in live.values():
         try:

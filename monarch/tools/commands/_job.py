@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-__all__ = ["add_context_option", "all_host_meshes", "host_mesh", "running_job"]
+__all__ = ["add_context_option", "all_host_meshes", "host_mesh", "job_and_meshes",
+           "running_job"]
 
 
 def add_context_option(parser: argparse.ArgumentParser) -> None:
@@ -14,33 +16,51 @@ def add_context_option(parser: argparse.ArgumentParser) -> None:
 
 
 def running_job(args: argparse.Namespace) -> Any:
-    """The applied job of the context; raises if there is none."""
+    """The applied job of the context. As on torchmonarch, when none runs (never applied here,
+    or killed since) the context's recorded spec is applied again; without one this raises.
+    Its mounts are kept by the job's mount daemon, so they outlive the command."""
     import os
 
-    from monarch._src.job.current import job_path
+    from monarch._src.job.current import job_path, load_job_spec, recorded_spec
+    from monarch._src.job.mounts import use_mount_daemon
     from monarch.job import job_load  # the facade: the wiring is in before the job attaches
 
+    use_mount_daemon()
     path = job_path(args.context)
-    if not os.path.exists(path):
+    if os.path.exists(path):
+        job = job_load(path)
+        if job.active:
+            return job
+    spec = recorded_spec(args.context)
+    if spec is None:
         raise FileNotFoundError(
             f"No applied job in context {args.context or 'current'!r} ({path}). Run "
             "`monarch apply module.attr` first."
         )
-    job = job_load(path)
-    if not job.active:
-        raise RuntimeError(f"The job in {path} is not running. Run `monarch apply` again.")
+    sys.stderr.write(f"[monarch] no job running in this context: applying {spec} again\n")
+    job = load_job_spec(spec)
+    job.apply()
+    job.dump(path)
     return job
+
+
+def job_and_meshes(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The running job and its host meshes by name, in the order the job declares them."""
+    job = running_job(args)
+    state = job.state(cached_path=None)
+    return job, {name: getattr(state, name) for name in state.mesh_names}
 
 
 def host_mesh(args: argparse.Namespace) -> Any:
     """The host mesh named by `--mesh` (default: the job's first mesh) of the running job."""
-    job = running_job(args)
-    state = job.state(cached_path=None)
-    name = args.mesh or state.mesh_names[0]
-    return getattr(state, name)
+    _, meshes = job_and_meshes(args)
+    name = args.mesh or next(iter(meshes))
+    if name not in meshes:
+        raise AttributeError(f"{name!r} is not a valid host mesh name. Available names: "
+                             f"{', '.join(sorted(meshes))}")
+    return meshes[name]
 
 
 def all_host_meshes(args: argparse.Namespace) -> list[Any]:
     """Every host mesh of the running job, in the order the job declares them."""
-    state = running_job(args).state(cached_path=None)
-    return [getattr(state, name) for name in state.mesh_names]
+    return list(job_and_meshes(args)[1].values())

@@ -21,33 +21,46 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Apply the job (reusing a compatible running one) and cache it for later commands."""
-    from monarch._src.job.current import context_dir, job_path, load_job_spec, set_current_job
-    from monarch._src.job.job import job_load
+    """Apply the job (reusing a compatible running one) and cache it for later commands.
 
-    spec = args.module_path
+    The mounts the spec declares are handed to the job's mount daemon, which keeps them up after
+    this command exits (a reused job takes the spec's declarations; other ones replace the
+    daemon's)."""
+    from monarch._src.job.current import job_path, load_job_spec, recorded_spec, set_current_job
+    from monarch._src.job.job import job_load
+    from monarch._src.job.mounts import adopt_mounts, start_mounts, use_mount_daemon
+
+    use_mount_daemon()
+    spec = args.module_path or recorded_spec(args.context)
     if spec is None:
-        try:
-            with open(os.path.join(context_dir(args.context), "spec")) as f:
-                spec = f.read().strip()
-        except FileNotFoundError:
-            raise FileNotFoundError(
-                "monarch apply needs a job spec (module.attr or path.py:attr); the context has "
-                "none recorded."
-            ) from None
+        raise FileNotFoundError(
+            "monarch apply needs a job spec (module.attr or path.py:attr); the context has "
+            "none recorded."
+        )
     job = load_job_spec(spec)
     set_current_job(spec, args.context)
     path = job_path(args.context)
+    running = None
     if os.path.exists(path):
         cached = job_load(path)
         if cached.active and cached.can_run(job):
-            print(f"job already running (apply id {cached.apply_id}); cached at {path}")
+            adopt_mounts(cached, job)
+            running = cached
+        else:
+            if cached.active:
+                cached.kill()
+            os.remove(os.path.realpath(path))  # the state, not the context's link to it
+    if running is None:
+        job.apply(args.client_script)
+        if args.client_script is not None:
+            print(f"job applied (apply id {job.apply_id}) with batch client "
+                  f"{args.client_script}")
             return 0
-        if cached.active:
-            cached.kill()
-        os.remove(path)
-    job.apply(args.client_script)
-    if args.client_script is None:
-        job.dump(path)
-    print(f"job applied (apply id {job.apply_id}); cached at {path}")
+        running = job
+        said = "job applied"
+    else:
+        said = "job already running"
+    start_mounts(running)
+    running.dump(path)
+    print(f"{said} (apply id {running.apply_id}); cached at {path}")
     return 0

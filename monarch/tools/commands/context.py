@@ -1,4 +1,9 @@
-"""`monarch context {create,use,rm,ls}`: named job contexts of a project directory."""
+"""`monarch context {create,use,rm,ls}`: named job contexts of a project directory.
+
+The layout is torchmonarch's (`monarch._src.job.current`): each context is a directory of
+`.monarch/`, and `.monarch/job_state.pkl` links to the current one's applied job. `ls` lists the
+directories ("No contexts." when there are none), starring the current one.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("context", help="manage named job contexts")
     actions = p.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
-    create = actions.add_parser("create", help="create a context for a job spec")
+    create = actions.add_parser("create", help="create a context (optionally with a job spec)")
     create.add_argument("name")
-    create.add_argument("spec", help="module.attr or path.py:attr")
-    use = actions.add_parser("use", help="make a context current")
+    create.add_argument("spec", nargs="?", default=None,
+                        help="module.attr or path.py:attr (default: none; `apply` records one)")
+    use = actions.add_parser("use", help="make a context current (created if missing)")
     use.add_argument("name")
     rm = actions.add_parser("rm", help="delete a context (killing its job)")
     rm.add_argument("name")
@@ -28,17 +34,20 @@ def run(args: argparse.Namespace) -> int:
     from monarch._src.job import current
 
     if args.action == "create":
-        current.set_current_job(args.spec, context=args.name)
-        print(f"context {args.name} created for {args.spec}")
+        current.create_context(args.name, args.spec)
+        print(f"Created context '{args.name}'" + (f" for {args.spec}" if args.spec else ""))
     elif args.action == "use":
         current.use_context(args.name)
-        print(f"using context {args.name}")
+        print(f"Switched to context '{args.name}'")
     elif args.action == "rm":
         current.remove_context(args.name)
-        print(f"context {args.name} removed")
+        print(f"Removed context '{args.name}'")
     else:
+        names = current.list_contexts()
+        if not names:
+            print("No contexts.")
+            return 0
         here = current.current_context()
-        names = sorted({*current.list_contexts(), here, current.DEFAULT_CONTEXT})
         for name in names:
             print(("* " if name == here else "  ") + name)
     return 0

@@ -4,8 +4,13 @@ The program needs no `import monarch`; each proc gets its `MONARCH_RANK_<dim>` v
 torchrun's (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`, `MASTER_ADDR`, ...); its output comes back line
 by line with a `[rank]` prefix; the exit status is the largest of the procs'. torchmonarch's
 spellings work too: `-e KEY=VALUE`, `--per-host gpus=4`, `--point hosts=1`, `-m MODULE`,
-`--script FILE` (`-` for stdin), `--all` (every mesh) and `--kill` (kill the job afterwards);
-unlike torchmonarch, the default runs on every proc of the first mesh. `--workspace DIR` first
+`--script FILE` (`-` for stdin), `--all` and `--kill` (kill the job afterwards); unlike
+torchmonarch, the default runs on every proc of the first mesh. As on torchmonarch, `--all` runs
+on every mesh with each proc's output sent to files on its host, and prints where ("Output →
+..."): under the job's first gather mount when it declares one (`<remote>/exec_outputs/<id>/`,
+read here through the mount), else `/tmp/monarch_exec_<id>/<mesh>/<point>/`; `--output-dir`
+chooses the directory instead. With no job running, the context's recorded spec is applied
+first (after `monarch kill`, say). `--workspace DIR` first
 syncs DIR (a project or a virtual environment) to the hosts, sending only files whose content
 changed, and runs the program there.
 """
@@ -14,8 +19,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from typing import Any
 
-from monarch.tools.commands._job import add_context_option, all_host_meshes, host_mesh
+from monarch.tools.commands._job import add_context_option, host_mesh, job_and_meshes
 
 __all__ = ["register", "run"]
 
@@ -28,7 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     meshes.add_argument("--mesh", default=None,
                         help="host mesh name (default: the job's first)")
     meshes.add_argument("--all", dest="run_all", action="store_true",
-                        help="run on every mesh of the job (one after another)")
+                        help="run on every mesh of the job (one after another); output goes "
+                        "to per-proc files whose place is printed")
     p.add_argument("--per-host", default=None,
                    help='procs per host: DIM=N or JSON such as \'{"gpus": 2}\' (default: one)')
     p.add_argument("--point", default=None, metavar="DIM=N,DIM=N",
@@ -69,6 +77,23 @@ def _dims(text: str, what: str) -> dict[str, int]:
     return value
 
 
+def _redirect(job: Any, mesh: str) -> tuple[str, str]:
+    """Where `--all` sends a mesh's output on its hosts, and the line that says so."""
+    import uuid
+
+    from monarch._src.job.mounts import gather_mount_points
+
+    run_id = uuid.uuid4().hex[:8]
+    gathered = gather_mount_points(job)
+    if gathered:
+        remote, local = gathered[0]
+        return (os.path.join(remote, "exec_outputs", run_id),
+                f"Output → {local}/<host>/exec_outputs/{run_id}/ (e.g. "
+                f"{local}/hosts_0/exec_outputs/{run_id}/stdout.txt)")
+    where = f"/tmp/monarch_exec_{run_id}/{mesh}"
+    return f"{where}/$SUBDIR", f"Output → {where}/<point>/ on each host (stdout.txt, stderr.txt)"
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the command and return the largest exit status of the procs."""
     import sys
@@ -101,12 +126,19 @@ def run(args: argparse.Namespace) -> int:
     point = _dims(args.point, "--point") if args.point is not None else None
 
     # first: a missing job is reported before the runtime loads
-    meshes = all_host_meshes(args) if args.run_all else [host_mesh(args)]
+    if args.run_all:
+        job, meshes = job_and_meshes(args)
+    else:
+        job, meshes = None, {"": host_mesh(args)}
     from monarch.job import exec_command, sync_workspace
 
     code = 0
     try:
-        for hosts in meshes:
+        for name, hosts in meshes.items():
+            output_dir = args.output_dir
+            if job is not None and output_dir is None:
+                output_dir, report = _redirect(job, name)
+                print(report, flush=True)
             workdir = args.workdir
             if args.workspace is not None:
                 report = sync_workspace(hosts, args.workspace, args.workspace_dest)
@@ -116,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
                     f"{sum(len(v) for v in report.removed.values())}\n")
                 workdir = workdir or report.dest
             code = max(code, exec_command(
-                hosts, cmd, env=env or None, workdir=workdir, output_dir=args.output_dir,
+                hosts, cmd, env=env or None, workdir=workdir, output_dir=output_dir,
                 rank=args.rank, point=point, per_host=per_host,
             ).get())
         return code

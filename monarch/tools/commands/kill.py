@@ -29,6 +29,6 @@ def run(args: argparse.Namespace) -> int:
     job = job_load(path)
     if job.active:
         job.kill()
-    os.remove(path)
+    os.remove(os.path.realpath(path))  # the state: a context's link to it stays
     print(f"job {job.apply_id} killed")
     return 0
