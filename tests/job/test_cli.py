@@ -154,7 +154,8 @@ def test_cli_contexts(project: pathlib.Path) -> None:
     assert monarch(project, "apply").returncode == 0  # the context's recorded spec
     assert (project / ".monarch" / "dev" / "state.pkl").exists()
     assert monarch(project, "context", "use", "other").returncode == 0  # created, as upstream
-    assert monarch(project, "context", "ls").stdout.splitlines() == ["  default", "  dev", "* other"]
+    listed = monarch(project, "context", "ls").stdout.splitlines()
+    assert listed == ["  default", "  dev", "* other"]
     assert monarch(project, "context", "rm", "other").returncode == 0
     assert os.readlink(link) == os.path.join("default", "state.pkl")
     assert monarch(project, "context", "rm", "dev").returncode == 0  # kills its job

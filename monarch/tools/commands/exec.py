@@ -137,8 +137,8 @@ def run(args: argparse.Namespace) -> int:
         for name, hosts in meshes.items():
             output_dir = args.output_dir
             if job is not None and output_dir is None:
-                output_dir, report = _redirect(job, name)
-                print(report, flush=True)
+                output_dir, where = _redirect(job, name)
+                print(where, flush=True)
             workdir = args.workdir
             if args.workspace is not None:
                 report = sync_workspace(hosts, args.workspace, args.workspace_dest)
