@@ -7,11 +7,13 @@ Declarations are part of the job's spec and are pickled with it. Where the live 
   refreshed at the next ones, closed by `kill()`. The source of a remote mount is served by the
   process that opened it, so when it exits the hosts' mounts go with it and the next client's
   `state()` mounts again (the hosts' chunk caches make that incremental).
-* The `monarch` command (`use_mount_daemon()`) keeps them in a mount daemon instead
-  (`mount_daemon`), one per applied job, as torchmonarch's job sidecar does: `monarch apply`
-  leaves the gather mount mounted and the remote mounts served after it exits, each later
-  `state()` (any process's, once the daemon runs) asks the daemon to refresh them, another set of
-  declarations replaces the daemon, and `kill()` stops it before the hosts.
+* Between `monarch` commands they are kept by the job's mount daemon (`mount_daemon`, one per
+  applied job, as torchmonarch's job sidecar): `monarch apply` starts (or refreshes, or, for
+  other declarations, replaces) it and exits with the gather mount mounted and the remote
+  mounts served. A host serves one client at a time, so any process about to attach to the job
+  stops the daemon (`release_mounts`) and mounts for itself; a process that called
+  `use_mount_daemon()` (the command line) hands the mounts back to a new daemon as it exits.
+  `kill()` stops the daemon before the hosts.
 """
 
 from __future__ import annotations
