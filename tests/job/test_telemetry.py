@@ -407,3 +407,24 @@ def test_the_admin_api_names_the_telemetry_and_answers_its_sql(job: Any) -> None
         method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=30) as resp:
         assert json.load(resp) == {"rows": [{"two": 2}]}
+
+
+def test_without_the_dashboard_the_api_takes_any_free_port() -> None:
+    # As on torchmonarch, only the dashboard opens `dashboard_port` (8265 by default): jobs with
+    # telemetry alone, on one machine, do not contend for it.
+    from urllib.parse import urlparse
+
+    blocker = socket.socket()
+    try:
+        blocker.bind(("127.0.0.1", TelemetryConfig().dashboard_port))
+        blocker.listen()
+    except OSError:
+        pass  # held by something else already: the job must not need it either way
+    job = ProcessJob({"hosts": 1}).enable_telemetry(TelemetryConfig(snapshot_interval_secs=0))
+    try:
+        state = job.state(cached_path=None)
+        assert urlparse(state.telemetry_url).port not in (None, TelemetryConfig().dashboard_port)
+        assert state.query_engine_client.query("SELECT 1 AS one")["rows"] == [{"one": 1}]
+    finally:
+        job.kill()
+        blocker.close()

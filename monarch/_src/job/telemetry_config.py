@@ -34,8 +34,10 @@ class TelemetryConfig:
     include_dashboard: serve the Monarch Dashboard (`monarch._src.dashboard`: Overview,
         Topology and Explorer views over these tables, hang triage) on the telemetry server;
         `state.dashboard_url` is its address. False: `dashboard_url` stays None.
-    dashboard_port: the port of the telemetry HTTP API, which serves the dashboard too
-        (0: any free port).
+    dashboard_port: with `include_dashboard`, the port of the telemetry HTTP API, which serves
+        the dashboard too (0: any free port; a port in use is an error). Without the dashboard
+        the API takes any free port, as torchmonarch's does: no fixed port is opened unless
+        the dashboard is asked for (so jobs on one machine do not contend for it).
     snapshot_interval_secs: every this many seconds the mesh (root, hosts, procs, actors, as
         the admin API sees it) is recorded into the snapshot tables (`snapshots`, `nodes`,
         `children`, `actor_nodes`, ...: `telemetry_snapshots.py`); 0 disables them.
@@ -124,7 +126,8 @@ class Telemetry:
         for name, host_mesh in hosts.items():
             observe.host_mesh_named(host_mesh, name)
             root.start_worker_collector.call_one(host_mesh).get()
-        self.server = TelemetryServer(QueryEngine(root), root, port=self.config.dashboard_port)
+        port = self.config.dashboard_port if self.config.include_dashboard else 0
+        self.server = TelemetryServer(QueryEngine(root), root, port=port)
         self._link_admin(True)
         if self.config.snapshot_interval_secs:
             from monarch._src.job.telemetry_snapshots import SnapshotTimer
