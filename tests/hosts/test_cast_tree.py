@@ -147,3 +147,19 @@ def test_a_proc_or_a_relay_dying_during_a_call_fails_it(hosts: Any, fault_record
     left = procs.slice(hosts=0).spawn("left", Seen)
     assert [v for _, v in left.note.call(6).get(timeout=30).items()] == [6, 6]
     procs.stop().get(timeout=30)
+
+
+def test_auto_keeps_the_flat_cast_for_hosts_on_this_machine(
+        hosts: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Loopback hosts are this machine: past relay.TREE_MIN_RANKS procs, `auto` still casts flat.
+    from monarch._src.mesh import relay
+
+    procs = hosts.spawn_procs(per_host={"gpus": relay.TREE_MIN_RANKS // 2})
+    assert procs._table.one_machine
+    actors = procs.spawn("flat", Seen)
+    casts = Casts(monkeypatch)
+    with configured(cast_tree="auto"):
+        assert len(actors.where.call().get(timeout=60)) == relay.TREE_MIN_RANKS
+    posts = casts.take()
+    assert len(posts) == relay.TREE_MIN_RANKS and {kind for _, kind, _ in posts} == {CALL}
+    procs.stop().get(timeout=30)

@@ -289,10 +289,11 @@ class RemoteHostAgent:
         address = host.addr or (host.target if isinstance(host.target, str) else None)
         if address is None:
             return False
-        if address.startswith(("unix://", "ipc://", "inproc://")):
-            return True
-        name = host_of(address)
-        return is_loopback(name) or name == host_of(self.rt.address)
+        try:  # the parser `_connect` uses: bare host:port, ipc://, DIAL@BIND aliases
+            scheme, name, _ = parse_worker_address(address)
+        except ValueError:  # connecting will fail and say why; no tree decision rests on it
+            return False
+        return scheme == "unix" or is_loopback(name) or name == host_of(self.rt.address)
 
     def spawn_procs(
         self, hosts: list[int], per_host: int, bootstrap: Callable[[], Any] | None, *,
