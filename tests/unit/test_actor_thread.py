@@ -251,3 +251,147 @@ def test_actor_thread_queued_is_a_snapshot_in_arrival_order() -> None:
     assert snapshot == [0, 1, 2]
     assert thread.queued() == [0, 1, 2, 3]
     thread.loop.close()  # never started: its loop is closed here
+
+
+# ---- waking the actor's loop (`_IdleSelector`) -------------------------------------------------
+
+
+def _idle(t: ActorThread) -> None:
+    """Wait until `t`'s loop has gone back to waiting: a no-op handled after everything before."""
+    flushed = threading.Event()
+    t.loop.call_soon_threadsafe(flushed.set)
+    assert flushed.wait(WAIT)
+
+
+def test_actor_thread_idle_loop_is_woken_without_epoll(started: list[ActorThread]) -> None:
+    """With no file of its own to watch, the loop sleeps on a lock: messages and
+    call_soon_threadsafe wake it without a single epoll wait."""
+    rec = _Recorder(1)
+    t = _start(started, "lock-wake", rec)
+    t.enqueue("first")
+    assert rec.all_seen.wait(WAIT)
+    polls: list[float | None] = []
+    inner = t.loop.idle._inner
+    real_select = inner.select
+
+    def counting_select(timeout: float | None = None) -> Any:
+        polls.append(timeout)
+        return real_select(timeout)
+
+    inner.select = counting_select  # type: ignore[method-assign]
+    for i in range(50):
+        rec.all_seen.clear()
+        rec.expect = i + 2
+        t.enqueue(i)
+        assert rec.all_seen.wait(WAIT)
+        woke = threading.Event()
+        t.loop.call_soon_threadsafe(woke.set)
+        assert woke.wait(WAIT)
+    assert polls == []
+    assert rec.seen == ["first", *range(50)]
+
+
+def test_actor_thread_idle_loop_runs_its_timers(started: list[ActorThread]) -> None:
+    """A timer set by a handler fires while the loop sleeps on its lock (the wait is bounded by
+    the next timer), and so does a task sleeping on the loop."""
+    fired = threading.Event()
+    slept = threading.Event()
+    tasks: list[asyncio.Task[None]] = []
+
+    async def napper() -> None:
+        await asyncio.sleep(0.01)
+        slept.set()
+
+    def handle(message: str) -> None:
+        loop = asyncio.get_event_loop()
+        loop.call_later(0.01, fired.set)
+        tasks.append(loop.create_task(napper()))
+
+    t = _start(started, "timers", handle)
+    t.enqueue("arm")
+    assert fired.wait(WAIT)
+    assert slept.wait(WAIT)
+
+
+def test_actor_thread_loop_with_a_reader_polls_it_and_still_takes_messages(
+    started: list[ActorThread],
+) -> None:
+    """A handler that watches a socket of its own moves the loop to epoll: the socket's data is
+    read, messages keep waking it (through the wake-up socket), and once the reader is removed
+    the loop goes back to its lock."""
+    import socket
+
+    ours, theirs = socket.socketpair()
+    got: list[bytes] = []
+    data_seen = threading.Event()
+    rec = _Recorder(1)
+
+    def on_readable() -> None:
+        got.append(ours.recv(100))
+        data_seen.set()
+
+    def handle(message: str) -> None:
+        loop = asyncio.get_event_loop()
+        if message == "watch":
+            loop.add_reader(ours.fileno(), on_readable)
+        elif message == "unwatch":
+            loop.remove_reader(ours.fileno())
+        rec(message)
+
+    try:
+        t = _start(started, "reader", handle)
+        t.enqueue("watch")
+        assert rec.all_seen.wait(WAIT)
+        _idle(t)
+        theirs.send(b"ping")
+        assert data_seen.wait(WAIT)
+        assert got == [b"ping"]
+        for i, message in enumerate(["m1", "m2", "unwatch", "m3"]):
+            rec.all_seen.clear()
+            rec.expect = i + 2
+            t.enqueue(message)
+            assert rec.all_seen.wait(WAIT)
+        assert len(t.loop.idle.get_map()) == 1  # only the wake-up socket again
+        assert rec.seen == ["watch", "m1", "m2", "unwatch", "m3"]
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_idle_selector_never_loses_a_ring() -> None:
+    """A sleeper that waits without a timeout is woken by every ring, whichever of the two
+    comes first; rings racing each other never raise."""
+    from monarch._src.runtime.actor_thread import _IdleSelector
+
+    selector = _IdleSelector()
+    pending: list[int] = []
+    acked = threading.Event()
+    stop = False
+
+    def sleeper() -> None:
+        while not stop:
+            selector.select(None)
+            if pending:
+                pending.clear()
+                acked.set()
+
+    consumer = threading.Thread(target=sleeper)
+    consumer.start()
+    try:
+        for i in range(300):
+            acked.clear()
+            pending.append(i)
+            if i % 3 == 0:  # some rings race each other
+                extra = threading.Thread(target=selector.ring)
+                extra.start()
+                selector.ring()
+                extra.join(WAIT)
+            else:
+                selector.ring()
+            assert acked.wait(WAIT), f"ring {i} was lost"
+    finally:
+        stop = True
+        selector.ring()
+        consumer.join(WAIT)
+        selector.close()
+    assert not consumer.is_alive()

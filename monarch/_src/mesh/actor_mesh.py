@@ -136,9 +136,20 @@ class ActorMesh(MeshTrait, Generic[T]):
         """The spawned mesh's ranks (the tree's and the counters') of local ranks of this view."""
         spawned = self._spawned_of_view
         if spawned is None:
-            local = self._local_ranks()
-            spawned = self._spawned_of_view = [local[g] for g in casting.plan(self).ranks]
+            spawned = self._spawned_view()
         return [spawned[r] for r in ranks]
+
+    def _spawned_rank(self, rank: int) -> int:
+        """`_spawned_local` of one rank."""
+        spawned = self._spawned_of_view
+        if spawned is None:
+            spawned = self._spawned_view()
+        return spawned[rank]
+
+    def _spawned_view(self) -> list[int]:
+        local = self._local_ranks()
+        spawned = self._spawned_of_view = [local[g] for g in casting.plan(self).ranks]
+        return spawned
 
     def _local_ranks(self) -> dict[int, int]:
         """Global proc rank -> rank within the mesh as spawned (the tree's ranks)."""

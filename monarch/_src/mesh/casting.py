@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from monarch._src.mesh.endpoint import Endpoint
     from monarch._src.mesh.proc_mesh import ProcMesh
     from monarch._src.runtime.mailbox import Handed
+    from monarch._src.runtime.ports import PortEntry
 
 __all__ = [
     "CastPlan",
@@ -62,6 +63,7 @@ __all__ = [
     "plan",
     "post_call",
     "post_control",
+    "post_one",
     "target",
 ]
 
@@ -272,6 +274,31 @@ def post_call(
         ]
         relay.post(table, hosts, calls, payload)
     traffic.count_sent(key, mesh._spawned_local(local_ranks))
+
+
+def post_one(mesh: ActorMesh[Any], method: str, encoded: Encoded, entry: PortEntry, rank: int,
+             spawned: int, cast: CastPlan) -> Any:
+    """`call_one`'s and `choose`'s post, when nothing calls for `post_call`'s general path: open
+    the reply port with `entry` and post one CALL to the view's rank `rank` (`spawned`: its
+    rank in the mesh as spawned), the mesh already checked usable. Returns the reply port, or
+    None (nothing done) when the call needs the general path: reply ports among the arguments,
+    a payload that posts itself, telemetry, or a cast through the relays."""
+    payload, handed = encoded
+    if handed or type(payload) is not tuple or record.SINK is not None:
+        return None
+    if relay.hosts_of(cast.proc_mesh._table) is not None:
+        return None
+    proc = cast.procs[cast.ranks[rank]]
+    mailbox = get_runtime().mailbox
+    reply = mailbox.open_port(entry, (proc,))
+    env = Call(CALL, cast.actor_key, method, payload, reply, (rank, cast.labels, cast.sizes),
+               None, None)
+    if payload[1]:  # out-of-band buffers: returns once they were written
+        mailbox.post_all([(proc, env)], payload)
+    else:
+        mailbox.post(proc, env)
+    traffic.sent[(cast.actor_key, spawned)] += 1
+    return reply
 
 
 def _record_cast(mesh: ActorMesh[Any], key: str, ranks: Sequence[int],

@@ -152,16 +152,17 @@ class Endpoint(Generic[P, R]):
     def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any],
                 cast: casting.CastPlan) -> Future[R]:
         encoded = casting.encode_args(self, args, kwargs)
-        mesh = self._mesh
         refused = self._refused(cast)
         if refused is not None:
             return Future.from_concurrent(refused, None, self._supervision)
         entry = OncePort()
-        # The proc of `rank`, and its host's relay when calls go through one.
-        reply = get_runtime().mailbox.open_port(entry, cast.procs_of([rank]))
-        ranks = [rank]
-        self._post(encoded, reply, ranks, cast=cast)
-        sent = _Sent(self, reply, ranks, mesh._spawned_local(ranks)[0])
+        spawned = self._mesh._spawned_rank(rank)
+        reply = casting.post_one(self._mesh, self._name, encoded, entry, rank, spawned, cast)
+        if reply is None:  # the general path
+            # The proc of `rank`, and its host's relay when calls go through one.
+            reply = get_runtime().mailbox.open_port(entry, cast.procs_of([rank]))
+            self._post(encoded, reply, [rank], cast=cast)
+        sent = _Sent(self, reply, [rank], spawned)
         return Future.from_concurrent(entry.cf, sent, self._map_error, sent.cancel)
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> MeshFuture[R]:

@@ -58,7 +58,7 @@ from monarch._src.mesh.context import (
 from monarch._src.mesh.control_ops import Supervise
 from monarch._src.mesh.interruption import call_hiding_loop
 from monarch._src.mesh.ownership import tree
-from monarch._src.mesh.port import Port, receiving_ports
+from monarch._src.mesh.port import Port, receiving_ports, start_receiving, stop_receiving
 from monarch._src.mesh.spawn_info import SpawnInfo, extent_of
 from monarch._src.runtime.actor_thread import STOP, ActorThread
 from monarch._src.runtime.control import control
@@ -101,6 +101,8 @@ class UndeliverableMessage:
 # How many multi-use ports (received in arguments) an actor answers for when it fails; older
 # ones are forgotten, so an actor handed a fresh port per call does not grow without bound.
 _HELD_PORTS_MAX = 1024
+# How many distinct casts' `Point`s an actor keeps (`HostedActor._point`).
+_POINTS_MAX = 64
 
 
 
@@ -142,6 +144,10 @@ class HostedActor:
         # queued CALL (by id) arrived.
         self.telemetry_id: int | None = None
         self._queued_us: dict[int, int] = {}
+        # Per call, kept: the `Point` of each cast (`_point`), and whether each endpoint
+        # function is a coroutine function (keyed by the function: an upgrade brings new ones).
+        self._points: dict[Any, Point] = {}
+        self._is_coro: dict[Any, bool] = {}
 
     def _rank_text(self) -> str:
         # As in Monarch's actor names: a singleton's (0-dimension) rank is not shown.
@@ -280,17 +286,21 @@ class HostedActor:
         cancellation = self.cancellation
         if cancellation.drop_queued(reply):
             return None
-        rank = Point(cast[0], extent_of(cast[1], cast[2]))
-        set_message_rank(rank)
+        point = self._points.get(cast)
+        if point is None:
+            point = self._point(cast)
+        set_message_rank(point)
+        previous = start_receiving(self)
         try:
-            with receiving_ports(self):
-                args, kwargs = decode(payload)
+            args, kwargs = decode(payload)
         except Exception as exc:
             if reply is not None:
                 self._send_error(reply, cast[0], self.actor_error(method, exc))
             else:
                 self._fail(f"{self._display} could not decode a message for {method}: {exc}", exc)
             return None
+        finally:
+            stop_receiving(previous)
         prop = self.endpoints.get(method)
         fn = getattr(self.obj, method, None)
         if fn is None:
@@ -313,7 +323,13 @@ class HostedActor:
             fn = telemetry.instrument_endpoint(fn, self.info.name, method, cast[0])
         if self.telemetry_id is not None:
             fn = observe.record_handler(fn, self.telemetry_id, env.origin, method, queued_us)
-        if inspect.iscoroutinefunction(fn):
+        func = getattr(fn, "__func__", None)  # a bound method's function, kept by its class
+        is_coro = self._is_coro.get(func) if func is not None else None
+        if is_coro is None:
+            is_coro = inspect.iscoroutinefunction(fn)
+            if func is not None:
+                self._is_coro[func] = is_coro
+        if is_coro:
             concurrent = prop is not None and prop._concurrent
             coro = self._run_async(fn, args, kwargs, method, reply, cast[0], explicit, env,
                                    concurrent)
@@ -350,6 +366,14 @@ class HostedActor:
         if reply is not None:
             self._send_value(reply, cast[0], result, method)
         return None
+
+    def _point(self, cast: tuple[int, tuple[str, ...], tuple[int, ...]]) -> Point:
+        """The `message_rank` of calls cast with `cast` (rank, labels, sizes): one `Point` per
+        distinct cast, kept (an actor sees the same few)."""
+        if len(self._points) >= _POINTS_MAX:
+            self._points.clear()
+        point = self._points[cast] = Point(cast[0], extent_of(cast[1], cast[2]))
+        return point
 
     async def _run_async(
         self, fn: Any, args: Any, kwargs: Any, method: str, reply: Any, rank: int, explicit: bool,

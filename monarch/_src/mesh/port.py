@@ -50,12 +50,24 @@ _receiving = threading.local()
 @contextmanager
 def receiving_ports(holder: PortHolder) -> Iterator[None]:
     """Ports unpickled inside this block are held by `holder` (the actor decoding its message)."""
-    previous = getattr(_receiving, "holder", None)
-    _receiving.holder = holder
+    previous = start_receiving(holder)
     try:
         yield
     finally:
-        _receiving.holder = previous
+        stop_receiving(previous)
+
+
+def start_receiving(holder: PortHolder) -> Any:
+    """`receiving_ports` as two calls, for every endpoint call's decoding: ports unpickled on
+    this thread from now on are held by `holder`; returns what `stop_receiving` restores (in a
+    `finally`)."""
+    previous = getattr(_receiving, "holder", None)
+    _receiving.holder = holder
+    return previous
+
+
+def stop_receiving(previous: Any) -> None:
+    _receiving.holder = previous
 
 
 # `ports` is set on a thread while it encodes an endpoint call's arguments (`start_handing`):

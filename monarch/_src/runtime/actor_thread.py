@@ -7,12 +7,21 @@ long-lived, so asyncio objects an actor creates persist across messages.
 
 The inbox is a deque filled from the process's runtime loop thread; the actor's loop is woken
 only when it was idle, so a burst of messages costs one wake-up.
+
+Waking: while the actor's loop watches no file but its own wake-up socket (an actor doing no I/O
+of its own), it sleeps on a lock rather than in epoll (`_IdleSelector`). Waking it is then one
+futex release that keeps the GIL, where asyncio's wake-up socket costs a `send` on the waking
+thread and a `recv` on the woken one, each releasing the GIL: on a busy process every message
+paid two GIL hand-offs between the runtime loop and the actor (measured on W2: 83 us from the
+runtime loop taking a call to the endpoint starting, 36 us with the lock).
 """
 
 from __future__ import annotations
 
+import _thread
 import asyncio
 import logging
+import selectors
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -27,6 +36,95 @@ STOP: Any = object()  # enqueue this to end the thread after everything queued b
 Handler = Callable[[Any], "Awaitable[None] | None"]
 
 
+# `_IdleSelector._state`: how the loop's thread is waiting, which says how to wake it.
+_AWAKE, _ON_LOCK, _POLLING = 0, 1, 2
+
+
+class _IdleSelector(selectors.BaseSelector):
+    """The actor loop's selector: epoll, except that while the loop watches nothing but its own
+    wake-up socket it sleeps on a lock (see the module docstring). `ring()` wakes it from any
+    thread; `on_wake()` is called on the loop after every wait, before the loop runs what is
+    ready."""
+
+    def __init__(self) -> None:
+        self._inner = selectors.DefaultSelector()
+        self._bell = _thread.allocate_lock()
+        self._bell.acquire()  # held while no ring is pending: a sleeper blocks on it
+        self._state = _AWAKE
+        self._rung = False  # a ring since the last wait ended: the next wait must not block
+        self.on_wake: Callable[[], None] = _nothing
+
+    def ring(self) -> bool:
+        """Wake the loop (any thread). False while it polls its files: the caller must write
+        its wake-up socket. (The ring is recorded before the state is read, and the loop records
+        its state before it reads the ring: one of the two sees the other.)"""
+        self._rung = True
+        state = self._state
+        if state == _ON_LOCK:
+            try:
+                self._bell.release()
+            except RuntimeError:  # rung already since it went to sleep
+                pass
+        return state != _POLLING
+
+    def select(self, timeout: float | None = None) -> list[tuple[selectors.SelectorKey, int]]:
+        inner = self._inner
+        if len(inner.get_map()) > 1:  # files besides the wake-up socket: epoll must watch them
+            self._state = _POLLING
+            try:
+                events = inner.select(0 if self._rung else timeout)
+            finally:
+                self._state = _AWAKE
+        else:
+            self._state = _ON_LOCK
+            if not self._rung and (timeout is None or timeout > 0):
+                self._bell.acquire(True, -1 if timeout is None else timeout)
+            self._state = _AWAKE
+            events = []
+        self._rung = False
+        self.on_wake()
+        return events
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.register(fileobj, events, data)
+
+    def unregister(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._inner.unregister(fileobj)
+
+    def modify(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        return self._inner.modify(fileobj, events, data)
+
+    def get_key(self, fileobj: Any) -> selectors.SelectorKey:
+        return self._inner.get_key(fileobj)
+
+    def get_map(self) -> Any:
+        return self._inner.get_map()
+
+    def close(self) -> None:
+        self._inner.close()
+
+
+def _nothing() -> None:
+    pass
+
+
+class _ActorLoop(asyncio.SelectorEventLoop):
+    """An event loop on an `_IdleSelector`: `call_soon_threadsafe` rings its bell, and writes
+    the wake-up socket only while the loop polls files."""
+
+    def __init__(self) -> None:
+        self.idle = _IdleSelector()
+        super().__init__(self.idle)
+
+    def _write_to_self(self) -> None:  # what asyncio's call_soon_threadsafe calls to wake it
+        if not self.idle.ring():
+            super()._write_to_self()  # type: ignore[misc]
+
+    def wake(self) -> None:
+        """Wake the loop's thread (any thread)."""
+        self._write_to_self()
+
+
 class ActorThread:
     """Runs `handle(message)` for each enqueued message, one at a time, on a private loop."""
 
@@ -36,7 +134,8 @@ class ActorThread:
         self.name = name
         self._handle = handle
         self._on_exit = on_exit
-        self.loop = asyncio.new_event_loop()
+        self.loop = _ActorLoop()
+        self.loop.idle.on_wake = self._wake
         self._queue: deque[Any] = deque()  # messages not yet handled, in arrival order
         self._waiter: asyncio.Future[None] | None = None  # set while the loop waits for mail
         self._sleeping = False  # True while the consumer waits; producers must wake it
@@ -54,10 +153,7 @@ class ActorThread:
         self._queue.append(message)
         if self._sleeping:
             self._sleeping = False
-            try:
-                self.loop.call_soon_threadsafe(self._wake)
-            except RuntimeError:  # the loop already closed: the actor is gone
-                pass
+            self.loop.wake()  # `_wake` runs on the loop as it wakes up
 
     def queued(self) -> list[Any]:
         """A snapshot of the messages queued and not yet taken by the handler, in arrival
@@ -65,8 +161,9 @@ class ActorThread:
         return list(self._queue)
 
     def _wake(self) -> None:
+        """After each wait of the loop: resume `_main` if it sleeps and mail came (loop)."""
         waiter = self._waiter
-        if waiter is not None and not waiter.done():
+        if waiter is not None and self._queue and not waiter.done():
             waiter.set_result(None)
 
     def _run(self) -> None:
