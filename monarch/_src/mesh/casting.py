@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import inspect
+import pickle
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -45,6 +46,7 @@ from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError, add_note
 from monarch._src.telemetry import record
+from monarch._src.transport import serialization
 
 if TYPE_CHECKING:
     from monarch._src.mesh.actor_mesh import ActorMesh
@@ -175,6 +177,10 @@ def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
         binder = _binders[key] = _Binder(*key)
     binder.check(args, kwargs)
     hook = hooks.call_encoder.get()
+    if hook is None and not kwargs and serialization.all_atoms(args):
+        # The most frequent call: a few ints, floats or strings. They hold no port and no
+        # buffer, and plain pickle writes them as `encode` would.
+        return Encoded((pickle.dumps((args, kwargs), 5), ()), [])
     handed, previous = start_handing()
     try:
         payload = encode((args, kwargs)) if hook is None else hook(endpoint, args, kwargs)

@@ -74,6 +74,11 @@ class Completion(concurrent.futures.Future[Any]):
                 self._run(callback)
         return True
 
+    def finish_value(self, result: Any) -> bool:
+        """Complete with `result` unless done already (cancelled): `set_result` without the
+        `InvalidStateError`."""
+        return self._finish(_FINISHED, result, None)
+
     def set_result(self, result: Any) -> None:
         if not self._finish(_FINISHED, result, None):
             raise concurrent.futures.InvalidStateError(f"{self._state}: {self!r}")

@@ -61,7 +61,11 @@ PORT_CLOSED = 2  # the sender closed the port: no further values come
 PORT_BATCH = 3
 
 PortAddr = tuple[str, int]
-Payload = tuple[bytes, list[Any]]
+# (pickled data, out-of-band buffers): the buffers are a list, or the empty tuple when there are
+# none (most payloads; unlike an empty list it is not an object the garbage collector tracks, on
+# either side of the wire).
+Payload = tuple[bytes, "list[Any] | tuple[()]"]
+_NO_BUFFERS: tuple[()] = ()
 # The receiver's position within the extent a call was cast to: (index, labels, sizes).
 CastRank = tuple[int, tuple[str, ...], tuple[int, ...]]
 
@@ -151,6 +155,8 @@ def encode(obj: Any) -> Payload:
                 "Send it in parts, or raise the limit with "
                 "monarch.configure(codec_max_frame_length=...)."
             )
+    if not buffers:
+        return data, _NO_BUFFERS
     return data, [
         b if isinstance(b, pickle.PickleBuffer) else pickle.PickleBuffer(b) for b in buffers
     ]

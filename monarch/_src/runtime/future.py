@@ -56,7 +56,10 @@ U = TypeVar("U")
 logger = logging.getLogger(__name__)
 
 _UNSET: Any = object()
-_LOCKS = threading.Lock()  # makes a Future's own lock, once, when a reader first needs it
+# Guards every Future's `_lock` field, for a few bytecodes: the reader that finds it None
+# decodes (`_settle`), one that comes meanwhile makes the lock it waits on.
+_LOCKS = threading.Lock()
+_DECODING: Any = object()  # `_lock` while a reader decodes and no other waits for it
 
 # Torchmonarch words the in-loop warning differently for a future nobody observed yet (the
 # first blocking read) and for one already observed through a handle (awaited, converted with
@@ -132,7 +135,7 @@ class Future(Generic[T]):
     _cf: concurrent.futures.Future[Any]
     _decode: Callable[[Any], T] | None
     _map_error: Callable[[BaseException], BaseException] | None
-    _lock: threading.Lock | None
+    _lock: Any  # None, `_DECODING`, or the lock that readers waiting for the decoder block on
     _value: Any  # T once known, `_UNSET` before
     _error: BaseException | None
     _observed: bool
@@ -166,7 +169,7 @@ class Future(Generic[T]):
         fut._cf = cf  # completed by the runtime loop with a raw value or an exception
         fut._decode = decode  # applied once to the raw value by the first reader
         fut._map_error = map_error  # applied once to an exception the runtime set
-        fut._lock = None  # made by the first reader that finds no outcome cached (`_settle`)
+        fut._lock = None  # see `_settle`
         fut._value = _UNSET  # decoded value, cached once known
         fut._error = None  # exception, cached once known
         # Torchmonarch's read paths, which decide its warnings and timeout checks: True once
@@ -225,37 +228,65 @@ class Future(Generic[T]):
             assert self._error is not None
             return self._error
 
-        return Future.from_concurrent(self._cf, apply, same_error, self._cancel)
+        return Future.from_concurrent(self._cf, apply, same_error, self._canceller())
+
+    # ---- what subclasses may change ------------------------------------------------------
+    def _decode_raw(self, raw: Any) -> T:
+        """The value of the raw result (`decode`, if given); may raise, which is the outcome."""
+        return raw if self._decode is None else self._decode(raw)
+
+    def _canceller(self) -> Callable[[], str] | None:
+        """What withdraws the work behind this future (`cancel`), if anything does; None once
+        it was cancelled (`_cancel` is set to None then)."""
+        return self._cancel
 
     # ---- reading -------------------------------------------------------------------------
     def _settle(self) -> None:
-        """Decode the finished raw result once; callers hold no lock."""
-        if self._value is not _UNSET or self._error is not None:
-            return
-        lock = self._lock
-        if lock is None:
+        """Decode the finished raw result once; callers hold no lock.
+
+        The first reader decodes. No lock is made for a future that one thread reads (nearly
+        all of them: each would cost an allocation, and an object the collector tracks); a
+        reader that comes while another decodes makes one and waits on it."""
+        while self._value is _UNSET and self._error is None:
             with _LOCKS:
+                if self._value is not _UNSET or self._error is not None:
+                    return
                 lock = self._lock
                 if lock is None:
+                    self._lock = _DECODING
+                elif lock is _DECODING:
                     lock = self._lock = threading.Lock()
-        with lock:
-            if self._value is not _UNSET or self._error is not None:
+                    lock.acquire()  # released by the decoder once it is done
+            if lock is None:
+                self._decode_now()
                 return
+            lock.acquire()  # the decoder is done: pass it on to the next waiter, if any
+            lock.release()
+
+    def _decode_now(self) -> None:
+        """Work out the outcome (`_settle`'s claimed reader) and publish it."""
+        value: Any = _UNSET
+        error: BaseException | None = None
+        try:
             if self._cf.cancelled():
-                self._error = concurrent.futures.CancelledError("the call was cancelled")
+                error = concurrent.futures.CancelledError("the call was cancelled")
                 return
             exc = self._cf.exception()
             if exc is not None:
-                self._error = exc if self._map_error is None else self._map_error(exc)
+                error = exc if self._map_error is None else self._map_error(exc)
                 return
             raw = self._cf.result()
-            if self._decode is None:
-                self._value = raw
-                return
             try:
-                self._value = self._decode(raw)
+                value = self._decode_raw(raw)
             except BaseException as e:  # a decode failure is the future's outcome
-                self._error = e
+                error = e
+        finally:
+            # Anything raised past this (an interrupt) leaves it undecoded: a waiter retries.
+            with _LOCKS:
+                self._value, self._error = value, error
+                lock, self._lock = self._lock, None
+            if lock is not _DECODING:
+                lock.release()
 
     def _outcome(self) -> T:
         self._settle()
@@ -283,7 +314,8 @@ class Future(Generic[T]):
             # Warned whether or not the result is there yet: whether a call blocks the loop
             # must not depend on timing.
             warnings.warn(GET_IN_LOOP_WARNING, UserWarning, stacklevel=2)
-        self._wait(None)
+        if not self._cf.done():
+            self._wait(None)
         self._complete = True
         return self._outcome()
 
@@ -326,10 +358,10 @@ class Future(Generic[T]):
 
     def _cancel_for_interrupt(self) -> str | None:
         """Cancel on an interrupt; what was cancelled, or None if nothing was."""
-        cancel = self._cancel
+        cancel = self._canceller()
         if cancel is None or not self._cf.cancel():
             return None
-        self._cancel = None
+        self._cancel = None  # once: `_canceller()` is None from now on
         return cancel()
 
     def wait(self, timeout: float | None = None, *, quiet: bool = False) -> None:
@@ -491,8 +523,5 @@ def quiet_blocking_on(loop: asyncio.AbstractEventLoop) -> None:
 def blocking_warned_here() -> bool:
     """Whether a blocking read here gets the in-loop warning: a loop runs on this thread and it
     is not one registered with `quiet_blocking_on`."""
-    try:
-        loop = asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return loop not in _QUIET_LOOPS
+    loop = asyncio._get_running_loop()  # None outside a loop, without raising (every get())
+    return loop is not None and loop not in _QUIET_LOOPS

@@ -230,9 +230,11 @@ class Mailbox:
             # Registered by the loop before it handles anything that could answer or fail this
             # port (a batch from a peer, a lost peer), so it needs no wake-up of its own.
             self._watches.append((port_id, waits_on))
-            dead, alias = self._dead, self._alias
-            if any(alias.get(peer, peer) in dead for peer in waits_on):
-                self._wake()  # nothing else may come to fail it
+            dead = self._dead
+            if dead:  # (none is, mostly)
+                alias = self._alias
+                if any(alias.get(peer, peer) in dead for peer in waits_on):
+                    self._wake()  # nothing else may come to fail it
         return (self.address, port_id)
 
     def _register_watches(self) -> None:
@@ -245,11 +247,27 @@ class Mailbox:
         entry = self._ports.get(port_id)
         if entry is None or entry.closed:
             return
-        peers = tuple(self._alias.get(peer, peer) for peer in peers)
+        alias, dead = self._alias, self._dead
+        if len(peers) == 1:  # a call_one, a choose: one peer, one registration
+            peer = alias.get(peers[0], peers[0])
+            if peer in dead:
+                entry.fail(_as_supervision_error(dead[peer]))
+                if entry.closed:
+                    self._close_port(port_id)
+                    return
+                self._port_peers[port_id] = ()
+                return
+            self._port_peers[port_id] = (peer,)
+            waiting = self._waiting.get(peer)
+            if waiting is None:
+                waiting = self._waiting[peer] = set()
+            waiting.add(port_id)
+            return
+        peers = tuple(alias.get(peer, peer) for peer in peers)
         live = []
         for peer in peers:
-            if peer in self._dead:
-                entry.fail(_as_supervision_error(self._dead[peer]))
+            if peer in dead:
+                entry.fail(_as_supervision_error(dead[peer]))
                 if entry.closed:
                     self._close_port(port_id)
                     return
@@ -333,11 +351,13 @@ class Mailbox:
 
     def _close_port(self, port_id: int) -> None:
         self._ports.pop(port_id, None)
-        for peer in self._port_peers.pop(port_id, ()):
-            peer = self._alias.get(peer, peer)
-            waiting = self._waiting.get(peer)
-            if waiting is not None:
-                waiting.discard(port_id)
+        peers = self._port_peers.pop(port_id, None)
+        if peers:
+            alias, all_waiting = self._alias, self._waiting
+            for peer in peers:
+                waiting = all_waiting.get(alias.get(peer, peer))
+                if waiting is not None:
+                    waiting.discard(port_id)
 
     # ---- sending ----------------------------------------------------------------------------
     def post(self, addr: str, env: Envelope, written: Written = None) -> None:
@@ -380,30 +400,41 @@ class Mailbox:
         try:
             self._register_watches()
             q = self._outq
+            # A run of posts to one address (a burst of calls to one proc) is routed once: the
+            # envelopes after the first go straight behind it in that peer's queue.
+            run_addr: Any = None
+            run_queue: list[Envelope] | None = None
             while q:
                 addr, env, written = q.popleft()
+                if addr is run_addr and written is None:
+                    run_queue.append(env)  # type: ignore[union-attr]
+                    continue
                 if addr is _HANDED:
                     self._record_handed(*env)
-                else:
-                    self._route(addr, env, written)
+                    run_addr = None
+                    continue
+                run_queue = self._route(addr, env, written)
+                run_addr = addr if run_queue is not None else None
             self.transport.flush()
         finally:
             self._flushing = False
 
-    def _route(self, addr: str, env: Envelope, written: Written = None) -> None:
+    def _route(self, addr: str, env: Envelope, written: Written = None) -> list[Envelope] | None:
+        """Route one envelope (loop); returns the peer queue it went to the end of, if it did:
+        an envelope posted right after it to the same address may go straight behind it."""
         addr = self._alias.get(addr, addr)
         if addr.startswith(PENDING_PREFIX) and addr not in self._dead:
             self._held.setdefault(addr, []).append((env, written))
-            return
+            return None
         if addr == self.address:
             self._dispatch(self.address, env)  # already a private copy (see post)
         elif addr in self._dead:
             self._undeliverable(addr, env, self._dead[addr])
         else:
-            self.transport.send(addr, env, written)
-            return
+            return self.transport.send(addr, env, written)
         if written is not None:
             written()
+        return None
 
     def post_all(self, posts: list[tuple[str, Envelope]], payload: Any) -> None:
         """Post envelopes that share `payload`; when it has out-of-band buffers (which point at
@@ -446,27 +477,34 @@ class Mailbox:
     def _on_batch(self, peer: str, envs: list[tuple[Any, ...]]) -> None:
         for env in envs:
             try:
-                self._dispatch(peer, as_record(env))  # the wire carries plain tuples
+                if env[0] == PORT:  # the most frequent: a reply (no record built for it)
+                    self._port_msg(peer, env[1], env[2], env[3], env[4])
+                else:
+                    self._dispatch(peer, as_record(env))  # the wire carries plain tuples
             except Exception:  # one bad envelope must not cost the rest of the connection
                 logger.exception("monarch: could not dispatch an envelope from %s", peer)
         self.transport.flush()
 
+    def _port_msg(self, peer: str, port_id: int, payload: Any, rank: int | None,
+                  status: int) -> None:
+        """A `PortMsg`'s fields: deliver them to the port (loop)."""
+        if self._watches:  # a reply must find its port's peers registered
+            self._register_watches()
+        entry = self._ports.get(port_id)
+        if entry is None:
+            return  # a late reply to a port nobody reads any more
+        # A peer owes each port it was asked at most one reply: once it answered, its
+        # death no longer concerns this port.
+        waiting = self._waiting.get(peer)
+        if waiting is not None:
+            waiting.discard(port_id)
+        entry.deliver(payload, rank, status)
+        if entry.closed:
+            self._close_port(port_id)
+
     def _dispatch(self, peer: str, env: Envelope) -> None:
         if type(env) is PortMsg:
-            if self._watches:  # a reply must find its port's peers registered
-                self._register_watches()
-            port_id = env.port_id
-            entry = self._ports.get(port_id)
-            if entry is None:
-                return  # a late reply to a port nobody reads any more
-            # A peer owes each port it was asked at most one reply: once it answered, its
-            # death no longer concerns this port.
-            waiting = self._waiting.get(peer)
-            if waiting is not None:
-                waiting.discard(port_id)
-            entry.deliver(env.payload, env.rank, env.status)
-            if entry.closed:
-                self._close_port(port_id)
+            self._port_msg(peer, env.port_id, env.payload, env.rank, env.status)
         elif type(env) is Call:
             self._deliver_call(env)
         elif type(env) is Control:

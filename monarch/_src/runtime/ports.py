@@ -81,12 +81,14 @@ class OncePort(PortEntry):
     """Exactly one reply completes `cf` with the raw reply."""
 
     def __init__(self) -> None:
-        self.cf: concurrent.futures.Future[Reply] = Completion()
+        self.cf: Completion = Completion()
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if not self.closed:
             self.closed = True
-            _settle(self.cf, (status, payload))
+            # What `_settle` does, for the most frequent delivery: False if the reader
+            # cancelled the call first (the reply is dropped).
+            self.cf.finish_value((status, payload))
 
     def fail(self, exc: BaseException) -> None:
         if not self.closed:

@@ -141,22 +141,28 @@ class _Peer:
         # unanswered, calls go through the loop, which writes them in batches.
         self.heard = True
 
-    def send(self, env: Envelope, written: Callable[[], None] | None = None) -> None:
+    def send(self, env: Envelope, written: Callable[[], None] | None = None
+             ) -> list[Envelope] | None:
+        """Queue `env` (loop); returns the queue it went to the end of (None: the peer failed,
+        `env` was reported lost). Until the loop's turn ends, what is appended to that list
+        goes out right behind it, in the same batch or the next."""
         if self.failed is not None:
             self.transport._on_lost(self.addr, [env], self.failed)
             if written is not None:
                 written()
-            return
-        self.queue.append(env)
+            return None
+        queue = self.queue
+        queue.append(env)
         if written is not None:
             self.written.append(written)
         if self.task is not None:
-            return  # the writer takes it with the next batch
+            return queue  # the writer takes it with the next batch
         channel = self.channel
         if channel is not None and channel.idle:
             self.transport._mark_dirty(self)  # written synchronously at the end of this turn
         else:
             self.task = asyncio.get_running_loop().create_task(self._write())
+        return queue
 
     def send_direct(self, env: Envelope) -> bool:
         """Write `env` now from the calling thread (not the loop's), when nothing sent to this
@@ -322,15 +328,17 @@ class Transport:
         self.address = listener.contact_address
         return self.address
 
-    def send(self, addr: str, env: Envelope, written: Callable[[], None] | None = None) -> None:
+    def send(self, addr: str, env: Envelope, written: Callable[[], None] | None = None
+             ) -> list[Envelope] | None:
         """Queue `env` for `addr` (runtime loop only); delivery order is send order.
 
-        `written()` is called once `env` was handed to the operating system, or failed.
+        `written()` is called once `env` was handed to the operating system, or failed. Returns
+        the peer's queue `env` went to the end of (`_Peer.send`), None if it was reported lost.
         """
         peer = self._peers.get(addr)
         if peer is None:
             peer = self._peers[addr] = _Peer(self, addr)
-        peer.send(env, written)
+        return peer.send(env, written)
 
     def send_direct(self, addr: str, env: Envelope) -> bool:
         """Write `env` to `addr` now from a thread other than the loop's, when the connection is

@@ -51,7 +51,7 @@ import cloudpickle  # type: ignore[import-untyped]  # ships no type information
 from monarch._src.config import get as config_get
 from monarch._src.transport import torch_reduce
 
-__all__ = ["INBAND_LIMIT", "dumps", "frames_nbytes", "loads"]
+__all__ = ["INBAND_LIMIT", "all_atoms", "dumps", "frames_nbytes", "loads"]
 
 # Buffers of fewer bytes than this are pickled in-band; larger ones become out-of-band frames.
 INBAND_LIMIT: Final = 64 * 1024
@@ -205,6 +205,15 @@ def by_value(module_name: str) -> Iterator[None]:
 
 
 _ATOMS: Final = frozenset({int, float, str, bool, type(None)})
+
+
+def all_atoms(items: tuple[Any, ...]) -> bool:
+    """Whether every item is an int, float, str, bool or None (what plain pickle writes as the
+    pickler would, with nothing out of band)."""
+    for item in items:
+        if type(item) not in _ATOMS:
+            return False
+    return True
 
 
 def _plain(obj: Any, depth: int = 0) -> bool:
