@@ -696,3 +696,25 @@ def test_future_outcome_of_pending_future_raises() -> None:
     fut, _ = _pending()
     with pytest.raises(RuntimeError, match="before the future was done"):
         fut.outcome()
+
+
+def test_future_reader_interrupted_while_settling_leaves_it_to_the_next() -> None:
+    """An interrupt that escapes the reader working out the outcome leaves nothing half-set:
+    the next reader works it out (and no lock is left claimed)."""
+    calls: list[int] = []
+
+    def map_error(exc: BaseException) -> BaseException:
+        calls.append(1)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return RuntimeError(f"mapped {exc}")
+
+    cf: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    fut: Future[Any] = Future.from_concurrent(cf, map_error=map_error)
+    cf.set_exception(ValueError("boom"))
+    with pytest.raises(KeyboardInterrupt):
+        fut.get()
+    with pytest.raises(RuntimeError, match="mapped boom"):
+        fut.get()
+    assert len(calls) == 2
+    assert fut._lock is None

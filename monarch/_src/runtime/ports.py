@@ -77,23 +77,25 @@ class PortEntry:
         raise NotImplementedError
 
 
-class OncePort(PortEntry):
-    """Exactly one reply completes `cf` with the raw reply."""
+class OncePort(Completion, PortEntry):
+    """Exactly one reply completes `cf` with the raw reply `(status, payload)`.
 
-    def __init__(self) -> None:
-        self.cf: Completion = Completion()
+    The port is its own future (`cf` is itself): one object per call in flight, not two."""
+
+    @property
+    def cf(self) -> Completion:
+        return self
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if not self.closed:
             self.closed = True
-            # What `_settle` does, for the most frequent delivery: False if the reader
-            # cancelled the call first (the reply is dropped).
-            self.cf.finish_value((status, payload))
+            # False if the reader cancelled the call first: the reply is dropped.
+            self.finish_value((status, payload))
 
     def fail(self, exc: BaseException) -> None:
         if not self.closed:
             self.closed = True
-            _settle(self.cf, exc=exc)
+            _settle(self, exc=exc)
 
 
 class GatherPort(PortEntry):
