@@ -406,7 +406,9 @@ def test_unix_transport_with_tls_is_refused() -> None:
 
 
 def _connected_socket(algorithm: str, keepalive: str = "1m") -> socket.socket:
-    """Two transports over loopback tcp; the socket the sender took over from its comm."""
+    """Two transports over loopback tcp; the socket the sender took over from its comm. (The
+    side door that loopback peers use on Linux is closed here: the options are tcp's.)"""
+    from monarch._src.transport import tcp
     from monarch._src.transport.comm import Transport
 
     async def run() -> socket.socket:
@@ -424,8 +426,12 @@ def _connected_socket(algorithm: str, keepalive: str = "1m") -> socket.socket:
             await a.close()
             await b.close()
 
-    with configured(channel_tcp_congestion=algorithm, channel_tcp_keepalive_idle=keepalive):
-        return asyncio.run(run())
+    doors, tcp.SIDE_DOORS = tcp.SIDE_DOORS, False
+    try:
+        with configured(channel_tcp_congestion=algorithm, channel_tcp_keepalive_idle=keepalive):
+            return asyncio.run(run())
+    finally:
+        tcp.SIDE_DOORS = doors
 
 
 def _congestion(sock: socket.socket) -> str:

@@ -81,7 +81,8 @@ async def test_tcp_listener_serves_a_peer_that_connects_through_dask_comm(nodes:
     b = await nodes()
     comm = await dask_connect(b.address, deserialize=False)
     await comm.write({"hello": "tcp://10.1.2.3:4567", "raw": True})
-    assert await comm.read() == {"ack": True, "incarnation": b.transport.incarnation}
+    assert await comm.read() == {"ack": True, "incarnation": b.transport.incarnation,
+                                 "address": b.address}
     channel = SocketChannel(take_socket(comm), None, lambda exc: None)
     await channel.write(encode_batch([("from", "dask"), ("second",)]))
     assert await b.next_batch() == ("tcp://10.1.2.3:4567", [("from", "dask"), ("second",)])
@@ -228,7 +229,10 @@ async def test_tcp_over_ipv6_loopback(nodes: Any) -> None:
     assert await b.next_batch() == (a.address, [("v6",)])
 
 
-async def test_tcp_sockets_get_keepalive_and_user_timeout_on_both_ends(nodes: Any) -> None:
+async def test_tcp_sockets_get_keepalive_and_user_timeout_on_both_ends(
+    nodes: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tcp, "SIDE_DOORS", False)  # loopback would take the side door
     a, b = await nodes(), await nodes()
     a.transport.send(b.address, ("x",))
     await b.next_batch()
@@ -242,6 +246,98 @@ async def test_tcp_sockets_get_keepalive_and_user_timeout_on_both_ends(nodes: An
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == 10
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == 2
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT) == 30_000
+
+
+# ---- the side door of a loopback listener --------------------------------------------------------
+
+needs_doors = pytest.mark.skipif(not tcp.SIDE_DOORS, reason="side doors are Linux-only")
+
+
+def _families(a: _Node, b: _Node) -> set[int]:
+    outgoing = a.transport._peers[b.address].channel
+    (incoming,) = b.transport._raw_incoming
+    assert isinstance(outgoing, SocketChannel) and isinstance(incoming, SocketChannel)
+    return {outgoing.sock.family, incoming.sock.family}
+
+
+@needs_doors
+async def test_tcp_loopback_peers_talk_through_the_side_door(nodes: Any) -> None:
+    """Two loopback peers: the bytes go over the unix socket named after the address, while
+    addresses, hellos and incarnations stay tcp's."""
+    a, b = await nodes(), await nodes()
+    assert a.address.startswith("tcp://127.0.0.1:") and b.address.startswith("tcp://127.0.0.1:")
+    for i in range(3):
+        a.transport.send(b.address, ("call", i))
+    got: list[Any] = []
+    while len(got) < 3:
+        peer, envs = await b.next_batch()
+        assert peer == a.address
+        got.extend(envs)
+    assert got == [("call", i) for i in range(3)]
+    assert _families(a, b) == {socket.AF_UNIX}
+    assert a.transport.incarnations[b.address] == b.transport.incarnation
+    assert b.transport.incarnations[a.address] == a.transport.incarnation
+    b.transport.send(a.address, ("reply",))
+    assert await a.next_batch() == (b.address, [("reply",)])
+
+
+@needs_doors
+async def test_tcp_side_door_that_names_another_address_is_not_taken(nodes: Any) -> None:
+    """A side door held by some other process (one that answers for another address) is left
+    alone: the connector goes over tcp to the address it was given."""
+    port = free_port("127.0.0.1")
+    door = tcp.side_door("127.0.0.1", port)
+    assert door is not None
+    impostor = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    impostor.bind(door)
+    impostor.listen(4)
+    impostor.setblocking(False)
+    loop = asyncio.get_running_loop()
+
+    async def pretend() -> None:
+        conn, _ = await loop.sock_accept(impostor)
+        with conn:
+            await tcp._write(conn, tcp._handshake_info())
+            await tcp._read(conn)
+            await tcp._read(conn)
+            await tcp._write(conn, {"ack": True, "incarnation": "x",
+                                    "address": "tcp://127.0.0.1:1"})
+
+    pretending = asyncio.ensure_future(pretend())
+    try:
+        b = await nodes(start=False)
+        await b.start(f"tcp://127.0.0.1:{port}")  # its own door is taken: tcp only
+        a = await nodes()
+        a.transport.send(b.address, ("right one",))
+        assert await b.next_batch() == (a.address, [("right one",)])
+        await asyncio.wait_for(pretending, WAIT)
+        assert _families(a, b) == {socket.AF_INET}
+    finally:
+        pretending.cancel()
+        impostor.close()
+
+
+@needs_doors
+async def test_tcp_side_door_closes_with_its_listener(nodes: Any) -> None:
+    b = await nodes()
+    host, port = tcp.parse_address(b.address)
+    door = tcp.side_door(host, port)
+    assert door is not None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        with pytest.raises(OSError):
+            probe.bind(door)  # held by b's listener
+    await b.transport.close()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.bind(door)  # free again
+
+
+def test_tcp_side_door_is_only_for_loopback_addresses() -> None:
+    assert tcp.side_door("10.1.2.3", 80) is None
+    assert tcp.side_door("localhost", 80) is None  # a name: not known to be loopback
+    assert tcp.side_door("127.0.0.1", 0) is None
+    if tcp.SIDE_DOORS:
+        assert tcp.side_door("127.0.0.1", 80) == "\0monarch-tcp-127.0.0.1:80"
+        assert tcp.side_door("::1", 80) == "\0monarch-tcp-::1:80"
 
 
 # ---- addresses -----------------------------------------------------------------------------------

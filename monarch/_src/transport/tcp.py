@@ -21,6 +21,19 @@ Each of those messages is one Dask message: `<u64 n>` then n bytes holding `<u64
 <u64 length per frame>` and the frames; a message here is a single msgpack frame. Messages are
 read with exact-length reads, so nothing that follows the exchange is ever buffered here.
 
+A listener on a loopback address also accepts on a "side door": the Linux abstract unix socket
+named after its address (`side_door`). A connector to a loopback address tries that door first
+and falls back to tcp when nobody answers there: the same exchange runs over it, and the
+listener's ack names its tcp address, which the connector checks, so a door can never lead to
+another process than the address's. Addresses, hellos and everything above this module stay
+tcp; only the bytes take the cheaper path. A unix-domain socket costs the kernel less than
+loopback TCP per message: on W2 (one call at a time) the round trip went from 315 to 250 us on
+this project's 2-core machine, and torchmonarch talks to its local procs over unix sockets too.
+An abstract name reaches exactly what the loopback address reaches (it is scoped to the network
+namespace and has no file permissions, like the port), and it vanishes with its socket, so no
+file is left behind by a killed proc. `SIDE_DOORS = False` turns the doors off (tests of the tcp
+path itself).
+
 Connecting retries a refused or unreachable address with a jittered exponential backoff, as
 Dask's `connect` does, until its timeout (`message_delivery_timeout`, or the `timeout`
 connection argument); the exchange itself has no timeout (nor had Dask's). Every socket gets the
@@ -33,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
+import ipaddress
 import logging
 import random
 import socket
@@ -46,8 +60,9 @@ from monarch._src.config import duration_seconds, get as config_get
 from monarch._src.transport.channel import Channel, Local, Outgoing
 from monarch._src.transport.socket_channel import SocketChannel
 
-__all__ = ["PREFIX", "HandshakeError", "Listener", "connect", "listener", "open_channel",
-           "parse_address", "preload", "set_congestion_control", "tune", "unparse_address"]
+__all__ = ["PREFIX", "SIDE_DOORS", "HandshakeError", "Listener", "connect", "listener",
+           "open_channel", "parse_address", "preload", "set_congestion_control", "side_door",
+           "tune", "unparse_address"]
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +76,10 @@ _BACKLOG = 2048  # as Dask's `distributed.comm.socket-backlog`
 _KEEPALIVE_PROBES = 10
 _KEEPALIVE_INTERVAL = 2
 _USER_TIMEOUT_MS = 30_000
+
+
+# Whether loopback listeners open side doors and connectors try them (see the module docstring).
+SIDE_DOORS = sys.platform == "linux"
 
 
 class HandshakeError(ValueError):
@@ -95,6 +114,20 @@ def parse_address(addr: str, default_port: int | None = None) -> tuple[str, int]
 
 def unparse_address(host: str, port: int) -> str:
     return f"{PREFIX}[{host}]:{port}" if ":" in host else f"{PREFIX}{host}:{port}"
+
+
+def side_door(host: str, port: int) -> str | None:
+    """The abstract unix socket name a listener at loopback `host:port` also accepts on; None
+    for any other address (or with `SIDE_DOORS` off)."""
+    if not SIDE_DOORS or not port:
+        return None
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:  # a host name: not known to be this machine's loopback
+        return None
+    if not ip.is_loopback:
+        return None
+    return f"\0monarch-tcp-{ip.compressed}:{port}"
 
 
 def _concrete_host(host: str, family: int) -> str:
@@ -248,20 +281,66 @@ async def connect(addr: str, hello: str, args: dict[str, Any],
     (seconds; default `message_delivery_timeout`) bounds the retried connect."""
     _check_args(addr, args)
     host, port = parse_address(addr)
+    door = side_door(host, port)
+    if door is not None:
+        found = await _through_side_door(door, _parsed_or_none(addr), hello, incarnation)
+        if found is not None:
+            return found
     given = args.get("timeout")
     timeout = duration_seconds("message_delivery_timeout") if given is None else float(given)
     sock = await _connect_with_retries(addr, host, port, timeout)
     try:
-        await _write(sock, _handshake_info())
-        await _read(sock)  # the listener's handshake: nothing in it concerns us
-        await _write(sock, {"hello": hello, "raw": True, "incarnation": incarnation})
-        ack = await _read(sock)
-        if not ack.get("ack"):
-            raise HandshakeError(f"the listener answered the hello with {ack!r}")
+        ack = await _exchange(sock, hello, incarnation)
     except BaseException:
         sock.close()
         raise
     return sock, str(ack.get("incarnation", ""))
+
+
+async def _exchange(sock: socket.socket, hello: str, incarnation: str) -> dict[str, Any]:
+    """The connecting end's opening exchange; returns the listener's ack."""
+    await _write(sock, _handshake_info())
+    await _read(sock)  # the listener's handshake: nothing in it concerns us
+    await _write(sock, {"hello": hello, "raw": True, "incarnation": incarnation})
+    ack = await _read(sock)
+    if not ack.get("ack"):
+        raise HandshakeError(f"the listener answered the hello with {ack!r}")
+    return ack
+
+
+async def _through_side_door(door: str, target: tuple[str, int] | None, hello: str,
+                             incarnation: str) -> tuple[socket.socket, str] | None:
+    """Connect through the side door `door` of the listener at `target` (host, port), its
+    exchange done; None when there is no door (nobody listens there), the exchange fails, or
+    the ack names another address than `target` (then the caller connects over tcp)."""
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.setblocking(False)
+        await loop.sock_connect(sock, door)
+        ack = await _exchange(sock, hello, incarnation)
+        named = ack.get("address")
+        if not isinstance(named, str) or _parsed_or_none(named) != target:
+            raise HandshakeError(f"the side door of {target} answered as {named!r}")
+    except (OSError, HandshakeError) as exc:
+        sock.close()
+        logger.debug("monarch: no side door at %r (%s); connecting over tcp", door, exc)
+        return None
+    except BaseException:
+        sock.close()
+        raise
+    return sock, str(ack.get("incarnation", ""))
+
+
+def _parsed_or_none(addr: str) -> tuple[str, int] | None:
+    try:
+        host, port = parse_address(addr)
+    except ValueError:
+        return None
+    try:
+        return ipaddress.ip_address(host).compressed, port
+    except ValueError:
+        return host, port
 
 
 async def _connect_with_retries(addr: str, host: str, port: int, timeout: float) -> socket.socket:
@@ -337,6 +416,7 @@ class Listener:
         self.incarnation = incarnation
         self.contact_address = ""  # 'tcp://host:port' once started
         self._sock: socket.socket | None = None
+        self._door: socket.socket | None = None  # the side door (module docstring), if open
         self._loop: asyncio.AbstractEventLoop | None = None
         self._handshaking: dict[socket.socket, asyncio.Task[None]] = {}
 
@@ -362,15 +442,35 @@ class Listener:
         bound_host, bound_port = sock.getsockname()[:2]
         self.contact_address = unparse_address(_concrete_host(bound_host, family), bound_port)
         self._loop = loop
-        loop.add_reader(sock.fileno(), self._accept)
+        loop.add_reader(sock.fileno(), self._accept, sock)
+        door = side_door(bound_host, bound_port)
+        if door is not None:
+            self._open_side_door(loop, door)
 
-    def _accept(self) -> None:
-        """Accept every pending connection (the listening socket is readable)."""
+    def _open_side_door(self, loop: asyncio.AbstractEventLoop, door: str) -> None:
+        """Also accept on `door`; without it (the name is held: a process that had this port
+        is still ending) connectors simply come over tcp."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(door)
+            sock.listen(_BACKLOG)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            logger.info("monarch: %s accepts over tcp only (its side door is taken: %s)",
+                        self.contact_address, exc)
+            return
+        self._door = sock
+        loop.add_reader(sock.fileno(), self._accept, sock)
+
+    def _accept(self, listening: socket.socket) -> None:
+        """Accept every pending connection (`listening`, the tcp socket or the side door, is
+        readable)."""
         loop = self._loop
         assert loop is not None
         while self._sock is not None:
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = listening.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # out of descriptors, say: log and wait for the next one
@@ -395,7 +495,9 @@ class Listener:
             peer = hello.get("hello")
             if not isinstance(peer, str) or not hello.get("raw"):
                 raise HandshakeError(f"expected a hello with a raw tcp stream, got {hello!r}")
-            await _write(conn, {"ack": True, "incarnation": self.incarnation})
+            # The address lets a connector that came through the side door check where it is.
+            await _write(conn, {"ack": True, "incarnation": self.incarnation,
+                                "address": self.contact_address})
         except (OSError, HandshakeError) as exc:
             logger.info("monarch: a connection to %s failed before its handshake completed: %s",
                         self.contact_address, exc)
@@ -406,12 +508,15 @@ class Listener:
         self.on_connection(conn, peer, str(hello.get("incarnation", "")))
 
     def stop(self) -> None:
-        """Stop accepting; connections still in their opening exchange are closed."""
+        """Stop accepting; connections still in their opening exchange are closed. The side
+        door closes first: once the port is free, no door of this process answers for it."""
+        door, self._door = self._door, None
         sock, self._sock = self._sock, None
-        if sock is not None:
-            if self._loop is not None and not self._loop.is_closed():
-                self._loop.remove_reader(sock.fileno())
-            sock.close()
+        for listening in (door, sock):
+            if listening is not None:
+                if self._loop is not None and not self._loop.is_closed():
+                    self._loop.remove_reader(listening.fileno())
+                listening.close()
         for task in list(self._handshaking.values()):
             task.cancel()
 
