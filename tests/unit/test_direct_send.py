@@ -111,3 +111,43 @@ def test_a_lone_call_and_its_reply_take_the_direct_path(
     # The connection was up and idle for the last calls: no flush of the loop carried them.
     peer = a.transport._peers[b.address]
     assert peer.heard and not peer.queue
+
+
+# ---- one small frame, joined on the way out and cut straight out of staging on the way in -------
+
+
+@pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 1000, 4096])
+def test_one_frame_is_the_gathered_batch_joined(size: int) -> None:
+    from monarch._src.transport.socket_channel import frame_buffers, one_frame, split_body
+
+    frame = bytes(range(256)) * (size // 256) + bytes(size % 256)
+    assert one_frame(frame) == b"".join(bytes(b) for b in frame_buffers([frame]))
+    body = one_frame(frame)[12:]
+    assert [bytes(f) for f in split_body(body, 1)] == [frame]
+
+
+def test_a_one_frame_batch_with_a_wrong_length_closes_the_connection() -> None:
+    """The receiving shortcut for one small frame checks its length as `split_body` does."""
+    import socket
+
+    from monarch._src.transport.socket_channel import ProtocolError, SocketChannel, one_frame
+
+    async def run() -> tuple[list[bytes], BaseException | None]:
+        ours, theirs = socket.socketpair()
+        got: list[bytes] = []
+        closed: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        ours.setblocking(False)
+        channel = SocketChannel(ours, lambda frames: got.extend(bytes(f) for f in frames),
+                                lambda exc: closed.done() or closed.set_result(exc))
+        good = one_frame(b"fine")
+        bad = bytearray(one_frame(b"oops"))
+        bad[12:20] = (3).to_bytes(8, "little")  # claims 3 bytes in a 4-byte slot
+        theirs.sendall(good + bytes(bad))
+        error = await asyncio.wait_for(closed, 10)
+        channel.abort()
+        theirs.close()
+        return got, error
+
+    got, error = asyncio.run(run())
+    assert got == [b"fine"]
+    assert isinstance(error, ProtocolError)

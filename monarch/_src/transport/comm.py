@@ -175,7 +175,8 @@ class _Peer:
             if self.queue or self.task is not None or not channel.idle:
                 return False
             self.heard = False
-            return channel.write_direct(encode_batch((env,)))
+            # No out-of-band buffers here (`Transport.send_direct`): plain pickling will do.
+            return channel.write_direct([pickle.dumps([tuple(env)], 5)])
 
     def write_now(self) -> None:
         """Write what is queued without a task, when the socket takes it (loop only)."""
