@@ -300,8 +300,10 @@ class SocketChannel:
                 if nframes == 1 and total <= _ONE_MAX + ALIGN and self._on_frames is not None:
                     # One small frame (most batches a caller waits on): straight out of staging.
                     (length,) = _LENGTH.unpack_from(buf, begin)
-                    if length != total - ALIGN:
-                        raise ProtocolError("the frame length of a batch does not fit its size")
+                    if length != total - ALIGN:  # (split_body's words)
+                        raise ProtocolError(
+                            "the frame lengths of a batch exceed its size" if length > total - ALIGN
+                            else "the frame lengths of a batch do not add up to its size")
                     frame = bytes(self._view[begin + ALIGN : begin + total])
                     self._start = begin + total
                     self._on_frames([memoryview(frame)])
