@@ -171,10 +171,13 @@ def encode_args(endpoint: Endpoint[..., Any], args: tuple[Any, ...],
     payload, or what the installed `call_encoder` made of them, with the reply ports pickled
     inside. A mismatch raises inspect's own `TypeError` ("missing a required argument: 'a'"),
     as on torchmonarch; a pickling error gets a note naming the endpoint."""
-    key = (endpoint._method, 2 if endpoint._explicit else 1)
-    binder = _binders.get(key)
+    binder = endpoint._binder
     if binder is None:
-        binder = _binders[key] = _Binder(*key)
+        key = (endpoint._method, 2 if endpoint._explicit else 1)
+        binder = _binders.get(key)
+        if binder is None:
+            binder = _binders[key] = _Binder(*key)
+        endpoint._binder = binder
     binder.check(args, kwargs)
     hook = hooks.call_encoder.get()
     if hook is None and not kwargs and serialization.all_atoms(args):

@@ -86,7 +86,8 @@ class Endpoint(Generic[P, R]):
     returns (`Endpoint[..., int]` in annotations).
     """
 
-    __slots__ = ("_explicit", "_map_error", "_mesh", "_method", "_name", "_propagator")
+    __slots__ = ("_binder", "_explicit", "_map_error", "_mesh", "_method", "_name",
+                 "_propagator")
 
     def __init__(
         self, mesh: ActorMesh[Any], name: str, method: Callable[..., Any], explicit: bool,
@@ -100,6 +101,7 @@ class Endpoint(Generic[P, R]):
         self._propagator = propagator
         # `_supervision`, bound once: every call's Future holds it.
         self._map_error: Callable[[BaseException], BaseException] = self._supervision
+        self._binder: Any = None  # checks call arguments (`casting.encode_args`), made once
 
     # ---- the common path ----------------------------------------------------------------
     def _label(self) -> str:
