@@ -395,3 +395,47 @@ def test_idle_selector_never_loses_a_ring() -> None:
         consumer.join(WAIT)
         selector.close()
     assert not consumer.is_alive()
+
+
+def test_actor_thread_context_set_by_a_handler_is_seen_by_the_coroutine_it_returns(
+    started: list[ActorThread],
+) -> None:
+    """A handler that sets a context variable (the message's rank, as `HostedActor._call`
+    does) and returns a coroutine: the coroutine sees that value, whether the handler ran
+    while the actor was idle or busy; sync and async messages keep their order."""
+    import contextvars
+
+    var: contextvars.ContextVar[int] = contextvars.ContextVar("var", default=-1)
+    seen: list[tuple[str, int, int]] = []
+    first = threading.Event()
+    done = threading.Event()
+
+    def note(kind: str, message: int) -> None:
+        seen.append((kind, message, var.get()))
+        if message == 0:
+            first.set()
+        if message == 9:
+            done.set()
+
+    async def later(message: int) -> None:
+        await asyncio.sleep(0)
+        note("async", message)
+
+    def handle(message: int) -> Any:
+        var.set(message)
+        if message % 3 == 0:
+            return later(message)
+        note("sync", message)
+        return None
+
+    t = _start(started, "context", handle)
+    t.enqueue(0)
+    assert first.wait(WAIT)
+    _idle(t)
+    for i in range(1, 10):  # a burst, after the actor went idle
+        t.enqueue(i)
+    assert done.wait(WAIT)
+    assert [m for _, m, _ in seen] == list(range(10))
+    assert all(message == value for _, message, value in seen)
+    assert [kind for kind, _, _ in seen] == [
+        "async" if m % 3 == 0 else "sync" for m in range(10)]

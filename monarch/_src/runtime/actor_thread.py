@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import contextvars
 import logging
 import selectors
+import sys
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -139,6 +141,14 @@ class ActorThread:
         self._queue: deque[Any] = deque()  # messages not yet handled, in arrival order
         self._waiter: asyncio.Future[None] | None = None  # set while the loop waits for mail
         self._sleeping = False  # True while the consumer waits; producers must wake it
+        # What `_wake` handed to `_main`: an awaitable a handler returned, or STOP.
+        self._handed: Any = None
+        # The context `_main` runs in, which `_wake` runs handlers in too (what a handler sets
+        # in a context variable, the message's rank say, is what the coroutine it returns sees).
+        # None before Python 3.11, which cannot give a task its context: `_wake` then only
+        # resumes `_main`.
+        self._context: contextvars.Context | None = (
+            contextvars.copy_context() if sys.version_info >= (3, 11) else None)
         self.stopped = threading.Event()  # set once the thread has finished
         # The task running `_main` (set once it starts): cancelling it while it awaits an async
         # handler cancels that handler (`HostedActor.cancel`).
@@ -161,15 +171,48 @@ class ActorThread:
         return list(self._queue)
 
     def _wake(self) -> None:
-        """After each wait of the loop: resume `_main` if it sleeps and mail came (loop)."""
+        """After each wait of the loop (its thread): if `_main` waits for mail and some came,
+        handle it right here while the handlers are synchronous, in order; the first that
+        returns an awaitable (an async endpoint), or STOP, goes to `_main`, which resumes and
+        takes the rest. Resuming `_main` for every message cost a future, a scheduled step and
+        a turn of the loop each time the actor was idle."""
         waiter = self._waiter
-        if waiter is not None and self._queue and not waiter.done():
+        q = self._queue
+        if waiter is None or not q or waiter.done():
+            return
+        context = self._context
+        if context is None:
             waiter.set_result(None)
+            return
+        while q:
+            message = q.popleft()
+            if message is STOP:
+                self._handed = STOP
+                waiter.set_result(None)
+                return
+            try:
+                result = context.run(self._handle, message)
+            except Exception:  # handlers report their own errors; this is a bug of ours
+                logger.exception("monarch: actor %s failed to handle a message", self.name)
+                result = None
+            message = None  # (frees its arguments now, as `_main` does)
+            if result is not None:
+                self._handed = result
+                waiter.set_result(None)
+                return
+            if not q:
+                # `_main` still waits: the next message must wake the loop (the queue is
+                # checked again after this, so one that came just now is handled here).
+                self._sleeping = True
 
     def _run(self) -> None:
         asyncio.set_event_loop(self.loop)
         try:
-            self.loop.run_until_complete(self._main())
+            if self._context is not None:
+                main = self.loop.create_task(self._main(), context=self._context)  # type: ignore[call-arg,unused-ignore]
+                self.loop.run_until_complete(main)
+            else:
+                self.loop.run_until_complete(self._main())
         finally:
             try:
                 _cancel_remaining(self.loop)
@@ -184,13 +227,23 @@ class ActorThread:
         q = self._queue
         loop = self.loop
         while True:
-            while not q:
+            while not q and self._handed is None:
                 self._waiter = loop.create_future()
                 self._sleeping = True
                 if q:
                     self._sleeping = False
                     break
                 await self._waiter
+            handed, self._handed = self._handed, None
+            if handed is not None:  # from `_wake`: what a handler returned, or STOP
+                if handed is STOP:
+                    return
+                try:
+                    await handed
+                except Exception:  # handlers report their own errors; this is a bug of ours
+                    logger.exception("monarch: actor %s failed to handle a message", self.name)
+                handed = None
+                continue
             message = q.popleft()
             if message is STOP:
                 return
