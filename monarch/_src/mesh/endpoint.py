@@ -58,7 +58,7 @@ class _OneCall(Future[Any]):
     """The Future of a call to one rank (`call_one`, `choose`), which decodes that rank's reply
     (counting it answered) and withdraws the call itself. One object per call in flight, where
     a Future with a decoder and a canceller took three: W3 keeps 10,000 calls in flight, and
-    the garbage collector's passes over them cost more than the calls (issue 30)."""
+    the garbage collector's passes over them took a third of its time (issue 30)."""
 
     __slots__ = ("_endpoint", "_rank", "_reply", "_spawned")
 
