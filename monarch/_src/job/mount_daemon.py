@@ -43,6 +43,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from monarch._src.job.mounts import close_mounts_here, mount_specs, open_mounts_here
+from monarch._src.job.pids import alive
 
 __all__ = ["ensure", "fingerprint", "is_running", "serve", "start", "stop"]
 
@@ -104,17 +105,14 @@ def _locked(job: Any) -> Iterator[None]:
 
 
 def _pid(job: Any) -> int | None:
-    """The daemon's pid while it runs (a zombie or a reused pid of another program is not it)."""
+    """The daemon's pid while it runs (a zombie or a reused pid of another program is not it:
+    `pids.alive`)."""
     try:
         with open(_path(job, "pid")) as f:
             pid = int(f.read().strip())
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmdline = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (FileNotFoundError, ValueError, ProcessLookupError):
+    except (FileNotFoundError, ValueError):
         return None
-    return None if zombie or _ENTRY.encode() not in cmdline else pid
+    return pid if alive(pid, _ENTRY) else None
 
 
 def is_running(job: Any) -> bool:

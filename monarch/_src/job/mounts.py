@@ -133,7 +133,7 @@ def apply_mounts(job: Any, state: JobState) -> None:
 def release_mounts(job: Any) -> None:
     """Before this process attaches to the job's hosts: stop the job's mount daemon if it runs
     (a host serves one client at a time, and the daemon is one)."""
-    if job.apply_id is not None and job.__dict__.get("_mount_specs"):
+    if job.apply_id is not None and mount_specs(job):
         from monarch._src.job import mount_daemon
 
         mount_daemon.stop(job)
