@@ -118,10 +118,16 @@ def test_a_lone_call_and_its_reply_take_the_direct_path(
 
 @pytest.mark.parametrize("size", [0, 1, 55, 56, 64, 1000, 4096])
 def test_one_frame_is_the_gathered_batch_joined(size: int) -> None:
-    from monarch._src.transport.socket_channel import frame_buffers, one_frame, split_body
+    from monarch._src.transport.socket_channel import (
+        frame_buffers,
+        gathered_buffers,
+        one_frame,
+        split_body,
+    )
 
     frame = bytes(range(256)) * (size // 256) + bytes(size % 256)
-    assert one_frame(frame) == b"".join(bytes(b) for b in frame_buffers([frame]))
+    assert one_frame(frame) == b"".join(bytes(b) for b in gathered_buffers([frame]))
+    assert [bytes(b) for b in frame_buffers([frame])] == [one_frame(frame)]
     body = one_frame(frame)[12:]
     assert [bytes(f) for f in split_body(body, 1)] == [frame]
 

@@ -302,10 +302,7 @@ def post_one(mesh: ActorMesh[Any], method: str, encoded: Encoded, entry: PortEnt
     reply = mailbox.open_port(entry, (proc,))
     env = Call(CALL, cast.actor_key, method, payload, reply, (rank, cast.labels, cast.sizes),
                None, None)
-    if payload[1]:  # out-of-band buffers: returns once they were written
-        mailbox.post_all([(proc, env)], payload)
-    else:
-        mailbox.post(proc, env)
+    mailbox.post_all([(proc, env)], payload)  # (with buffers, returns once they were written)
     traffic.sent[(cast.actor_key, spawned)] += 1
     return reply
 

@@ -248,24 +248,9 @@ class Mailbox:
         if entry is None or entry.closed:
             return
         alias, dead = self._alias, self._dead
-        if len(peers) == 1:  # a call_one, a choose: one peer, one registration
-            peer = alias.get(peers[0], peers[0])
-            if peer in dead:
-                entry.fail(_as_supervision_error(dead[peer]))
-                if entry.closed:
-                    self._close_port(port_id)
-                    return
-                self._port_peers[port_id] = ()
-                return
-            self._port_peers[port_id] = (peer,)
-            waiting = self._waiting.get(peer)
-            if waiting is None:
-                waiting = self._waiting[peer] = set()
-            waiting.add(port_id)
-            return
-        peers = tuple(alias.get(peer, peer) for peer in peers)
         live = []
         for peer in peers:
+            peer = alias.get(peer, peer)
             if peer in dead:
                 entry.fail(_as_supervision_error(dead[peer]))
                 if entry.closed:
@@ -274,8 +259,12 @@ class Mailbox:
             else:
                 live.append(peer)
         self._port_peers[port_id] = tuple(live)
+        all_waiting = self._waiting
         for peer in live:
-            self._waiting.setdefault(peer, set()).add(port_id)
+            waiting = all_waiting.get(peer)
+            if waiting is None:
+                waiting = all_waiting[peer] = set()
+            waiting.add(port_id)
 
     def ports_handed(self, ports: list[Handed], peers: tuple[str, ...], watcher: str) -> None:
         """Ports `(address, rank, once)` go to `peers` in a call's arguments (any thread, before

@@ -31,7 +31,7 @@ from monarch._src.transport.socket_channel import (
     SocketChannel,
     _frame_limit,
     check_header,
-    frame_buffers,
+    gathered_buffers,
     split_body,
 )
 
@@ -140,7 +140,7 @@ class StreamChannel(_OnComm):
         self.stream = comm.stream  # type: ignore[attr-defined]  # stream comms only
 
     async def write(self, frames: list[Any]) -> None:
-        bufs = frame_buffers(frames)
+        bufs = gathered_buffers(frames)
         stream = self.stream
         if len(bufs) <= 3 and sum(b.nbytes for b in bufs) < 65536:
             await stream.write(b"".join(bufs))

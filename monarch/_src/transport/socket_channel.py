@@ -31,12 +31,12 @@ from typing import Any
 
 from monarch._src.transport import bufpool
 
-__all__ = ["HEAD", "ProtocolError", "SocketChannel", "check_header", "frame_buffers", "split_body"]
+__all__ = ["HEAD", "ProtocolError", "SocketChannel", "check_header", "frame_buffers",
+           "gathered_buffers", "one_frame", "split_body"]
 
 logger = logging.getLogger(__name__)
 
 HEAD = struct.Struct("<QI")
-_LENGTH = struct.Struct("<Q")
 ALIGN = 64  # frames start at multiples of this many bytes from the body's start
 _PAD = bytes(ALIGN)
 _STAGING = bufpool.POOLED_FROM  # batches up to this size are cut from the staging buffer
@@ -55,14 +55,22 @@ _ONE_MAX = 1 << 12  # frames up to this size are joined into one buffer rather t
 
 
 def one_frame(frame: bytes) -> bytes:
-    """The bytes `frame_buffers([frame])` sends, as one object: a single short frame (a call or a
-    reply written directly) is cheaper to copy once than to gather from four buffers."""
+    """The bytes `gathered_buffers([frame])` sends, as one object: a single short frame (a call
+    or a reply) is cheaper to copy once than to gather from four buffers."""
     n = len(frame)
     return _ONE.pack(ALIGN + n, 1, n) + _ONE_PAD + frame
 
 
 def frame_buffers(frames: list[Any]) -> list[memoryview]:
-    """The buffers to send for one batch: header, frame lengths, then the aligned frames."""
+    """The buffers to send for one batch: header, frame lengths, then the aligned frames (one
+    joined buffer for a batch of one short frame, `one_frame`)."""
+    if len(frames) == 1 and type(frames[0]) is bytes and len(frames[0]) <= _ONE_MAX:
+        return [memoryview(one_frame(frames[0]))]
+    return gathered_buffers(frames)
+
+
+def gathered_buffers(frames: list[Any]) -> list[memoryview]:
+    """`frame_buffers` as buffers to gather: the frames themselves are not copied."""
     views = []
     for f in frames:
         view = memoryview(f)
@@ -185,10 +193,7 @@ class SocketChannel:
         to send (as `write_now` does); False if nothing could be written (the socket failed:
         the caller sends it the ordinary way, which reports the failure)."""
         try:
-            if len(frames) == 1 and type(frames[0]) is bytes and len(frames[0]) <= _ONE_MAX:
-                rest = self._send([memoryview(one_frame(frames[0]))])
-            else:
-                rest = self._send(frame_buffers(frames))
+            rest = self._send(frame_buffers(frames))
         except OSError:
             return False
         if rest:
@@ -298,15 +303,11 @@ class SocketChannel:
             begin = self._start + HEAD.size
             if self._end - begin >= total:
                 if nframes == 1 and total <= _ONE_MAX + ALIGN and self._on_frames is not None:
-                    # One small frame (most batches a caller waits on): straight out of staging.
-                    (length,) = _LENGTH.unpack_from(buf, begin)
-                    if length != total - ALIGN:  # (split_body's words)
-                        raise ProtocolError(
-                            "the frame lengths of a batch exceed its size" if length > total - ALIGN
-                            else "the frame lengths of a batch do not add up to its size")
-                    frame = bytes(self._view[begin + ALIGN : begin + total])
+                    # One small frame (most batches a caller waits on): copied straight out of
+                    # staging, without a copy of the whole body first.
+                    (view,) = split_body(self._view[begin : begin + total], 1)
                     self._start = begin + total
-                    self._on_frames([memoryview(frame)])
+                    self._on_frames([memoryview(bytes(view))])
                     continue
                 body = bytearray(self._view[begin : begin + total])
                 self._start = begin + total
