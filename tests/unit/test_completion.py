@@ -134,3 +134,26 @@ def test_one_tracked_object_each() -> None:
     kept = [Completion() for _ in range(1000)]
     assert len(gc.get_objects()) - before < 1100
     del kept
+
+
+def test_outcome_of_each_end() -> None:
+    done = Completion()
+    done.set_result(3)
+    assert done.outcome() == (None, 3)
+    failed = Completion()
+    err = KeyError("k")
+    failed.set_exception(err)
+    assert failed.outcome() == (err, None)
+    cancelled = Completion()
+    assert cancelled.cancel()
+    assert cancelled.outcome() is None
+
+
+def test_outcome_waits_until_done() -> None:
+    c = Completion()
+    seen: list[Any] = []
+    reader = threading.Thread(target=lambda: seen.append(c.outcome()))
+    reader.start()
+    c.set_result("late")
+    reader.join(5.0)
+    assert seen == [(None, "late")]

@@ -163,6 +163,14 @@ def test_future_get_non_number_timeout_raises_type_error() -> None:
         fut.get("x")  # type: ignore[arg-type]
 
 
+def test_future_get_timeout_too_large_for_a_float_is_refused_as_before() -> None:
+    # An int timeout takes the checks' shortcut only in a float's range.
+    fut = Future.from_value(1)
+    with pytest.raises(OverflowError):
+        fut.get(10**400)
+    assert fut.get(10**6) == 1 and fut.get(2.5) == 1
+
+
 def test_future_get_bool_timeout_counts_as_seconds() -> None:
     assert Future.from_value(5).get(True) == 5  # bool is an int, as on torchmonarch
 

@@ -19,6 +19,7 @@ from monarch._src.runtime.ports import (
     OncePort,
     QueuePort,
     StreamPort,
+    ValuePort,
     decode_ranked,
     decode_reply,
 )
@@ -91,6 +92,32 @@ def test_once_port_fail_before_reply_fails_future() -> None:
     assert port.closed
     port.deliver(encode("too late"), None, PORT_VALUE)
     assert port.cf.exception(timeout=0) is err
+
+
+# ---- ValuePort -----------------------------------------------------------------------------------
+
+
+def test_value_port_plain_value_completes_with_its_pickle_bytes() -> None:
+    port = ValuePort()
+    port.deliver(encode({"k": 1}), 0, PORT_VALUE)
+    raw = port.cf.result(timeout=0)
+    assert type(raw) is bytes
+    assert decode_reply((PORT_VALUE, (raw, ()))) == {"k": 1}
+    port.deliver(encode("second"), 0, PORT_VALUE)  # a later reply is ignored, as by OncePort
+    assert port.cf.result(timeout=0) is raw
+
+
+@pytest.mark.parametrize(
+    ("status", "value"),
+    [(PORT_ERROR, ValueError("remote")), (PORT_CLOSED, None),
+     (PORT_VALUE, bytearray(b"x" * 200_000))],  # the last has an out-of-band buffer
+)
+def test_value_port_other_replies_complete_with_the_raw_reply(status: int, value: Any) -> None:
+    port = ValuePort()
+    payload = encode(value)
+    assert status != PORT_VALUE or payload[1]
+    port.deliver(payload, 0, status)
+    assert port.cf.result(timeout=0) == (status, payload)
 
 
 # ---- GatherPort ----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ envelope per target rank to that rank's proc. They differ only in the reply port
 from __future__ import annotations
 
 import concurrent.futures
+import pickle
 import random
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
@@ -17,7 +18,7 @@ from monarch._src.mesh import casting, hooks, traffic
 from monarch._src.mesh.actor import EndpointProperty
 from monarch._src.mesh.call_future import MeshFuture
 from monarch._src.runtime.future import Future
-from monarch._src.runtime.ports import GatherPort, OncePort, StreamPort, decode_reply
+from monarch._src.runtime.ports import GatherPort, StreamPort, ValuePort, decode_reply
 from monarch._src.runtime.runtime import get_runtime
 from monarch._src.shape import Shape, Slice
 from monarch._src.supervision.errors import SupervisionError
@@ -60,23 +61,28 @@ class _OneCall(Future[Any]):
     a Future with a decoder and a canceller took three: W3 keeps 10,000 calls in flight, and
     the garbage collector's passes over them took a third of its time (issue 30)."""
 
-    __slots__ = ("_endpoint", "_rank", "_reply", "_spawned")
+    __slots__ = ("_endpoint", "_port", "_rank", "_spawned")
 
     _endpoint: Endpoint[..., Any]
-    _reply: Any  # the reply port of the call
+    # The id of the call's reply port in this process's port table: its address, a tuple,
+    # would be one more object per call for the collector.
+    _port: int
     _rank: int  # the view's rank it went to
     _spawned: int  # that rank in the mesh as spawned (the traffic counters')
 
     def _decode_raw(self, raw: Any) -> Any:
         endpoint = self._endpoint
-        traffic.count_answered(endpoint._mesh._key, self._spawned)
+        traffic.answered[(endpoint._mesh._key, self._spawned)] += 1
+        if type(raw) is bytes:  # a plain value (`ValuePort`)
+            return pickle.loads(raw)
         return endpoint._decode_one(raw)
 
     def _canceller(self) -> Callable[[], str] | None:
         return None if self._cancel is None else self._withdraw
 
     def _withdraw(self) -> str:
-        return _Withdraw(self._endpoint, self._reply, [self._rank])()
+        reply = (get_runtime().mailbox.address, self._port)
+        return _Withdraw(self._endpoint, reply, [self._rank])()
 
 
 class Endpoint(Generic[P, R]):
@@ -178,7 +184,7 @@ class Endpoint(Generic[P, R]):
         refused = self._refused(cast)
         if refused is not None:
             return Future.from_concurrent(refused, None, self._supervision)
-        entry = OncePort()
+        entry = ValuePort()
         spawned = self._mesh._spawned_rank(rank)
         reply = casting.post_one(self._mesh, self._name, encoded, entry, rank, spawned, cast)
         if reply is None:  # the general path
@@ -187,7 +193,7 @@ class Endpoint(Generic[P, R]):
             self._post(encoded, reply, [rank], cast=cast)
         fut: _OneCall = _OneCall.from_concurrent(  # type: ignore[assignment]
             entry.cf, None, self._map_error, _by_method)
-        fut._endpoint, fut._reply, fut._rank, fut._spawned = self, reply, rank, spawned
+        fut._endpoint, fut._port, fut._rank, fut._spawned = self, reply[1], rank, spawned
         return fut
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> MeshFuture[R]:

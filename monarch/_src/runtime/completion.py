@@ -147,6 +147,16 @@ class Completion(concurrent.futures.Future[Any]):
             raise concurrent.futures.CancelledError()
         return self._exception
 
+    def outcome(self) -> tuple[BaseException | None, Any] | None:
+        """(exception, result) once finished, or None if cancelled; waits until done. A reader's
+        one call where `cancelled`, `exception` and `result` take three."""
+        if self._state != _FINISHED:
+            if self._state not in _DONE:
+                self._wait(None)
+            if self._state != _FINISHED:
+                return None
+        return self._exception, self._result
+
     def add_done_callback(self, fn: Callable[[Any], Any]) -> None:
         with _lock:
             if self._state not in _DONE:

@@ -60,6 +60,10 @@ _UNSET: Any = object()
 # decodes (`_settle`), one that comes meanwhile makes the lock it waits on.
 _LOCKS = threading.Lock()
 _DECODING: Any = object()  # `_lock` while a reader decodes and no other waits for it
+# A timeout of type float or int from 0 to this passes `check_timeout` and `_check_duration`
+# (NaN, infinities and ints too large for a float do not compare in range).
+_PLAIN_TIMEOUT = 1e300
+_running_loop = asyncio._get_running_loop
 
 # Torchmonarch words the in-loop warning differently for a future nobody observed yet (the
 # first blocking read) and for one already observed through a handle (awaited, converted with
@@ -268,14 +272,21 @@ class Future(Generic[T]):
         value: Any = _UNSET
         error: BaseException | None = None
         try:
-            if self._cf.cancelled():
+            cf = self._cf
+            if isinstance(cf, Completion):  # one call, not three
+                outcome = cf.outcome()
+            elif cf.cancelled():
+                outcome = None
+            else:
+                exc = cf.exception()
+                outcome = (exc, None if exc is not None else cf.result())
+            if outcome is None:
                 error = concurrent.futures.CancelledError("the call was cancelled")
                 return
-            exc = self._cf.exception()
+            exc, raw = outcome
             if exc is not None:
                 error = exc if self._map_error is None else self._map_error(exc)
                 return
-            raw = self._cf.result()
             try:
                 value = self._decode_raw(raw)
             except BaseException as e:  # a decode failure is the future's outcome
@@ -289,10 +300,13 @@ class Future(Generic[T]):
                 lock.release()
 
     def _outcome(self) -> T:
-        self._settle()
-        if self._error is not None:
-            raise self._error
-        return self._value  # type: ignore[no-any-return]
+        value = self._value
+        if value is _UNSET:
+            self._settle()
+            if self._error is not None:
+                raise self._error
+            value = self._value
+        return value  # type: ignore[no-any-return]
 
     def get(self, timeout: float | None = None) -> T:
         """Block until the result is known and return it, or raise its exception.
@@ -300,16 +314,21 @@ class Future(Generic[T]):
         A `TimeoutError` after `timeout` seconds does not consume the future. Inside a running
         event loop this warns (it blocks the loop): use `await` there.
         """
-        in_loop = blocking_warned_here()
+        # Outside a loop (nearly every get) `blocking_warned_here` needs no call.
+        in_loop = _running_loop() is not None and blocking_warned_here()
         if in_loop:
             logger.warning(_GET_IN_LOOP_LOG)
         if self._complete:
             return self._outcome()
         if self._observed or timeout is not None:
+            # A float or int in range passes both timeout checks: their calls are skipped.
+            plain = ((type(timeout) is float or type(timeout) is int)
+                     and 0 <= timeout <= _PLAIN_TIMEOUT)
             if not self._observed:
-                check_timeout(timeout)
+                if not plain:
+                    check_timeout(timeout)
                 self._observed = True
-            return self._observed_get(timeout, in_loop)
+            return self._observed_get(timeout, in_loop, plain)
         if in_loop:
             # Warned whether or not the result is there yet: whether a call blocks the loop
             # must not depend on timing.
@@ -319,8 +338,8 @@ class Future(Generic[T]):
         self._complete = True
         return self._outcome()
 
-    def _observed_get(self, timeout: float | None, in_loop: bool) -> T:
-        if timeout is not None:
+    def _observed_get(self, timeout: float | None, in_loop: bool, plain: bool) -> T:
+        if timeout is not None and not plain:
             _check_duration(timeout)
         if in_loop:
             warnings.warn(_OBSERVED_GET_IN_LOOP_WARNING, UserWarning, stacklevel=3)

@@ -17,7 +17,14 @@ from collections.abc import Callable
 from typing import Any
 
 from monarch._src.runtime.completion import Completion
-from monarch._src.runtime.envelope import PORT_BATCH, PORT_CLOSED, PORT_ERROR, Payload, decode
+from monarch._src.runtime.envelope import (
+    PORT_BATCH,
+    PORT_CLOSED,
+    PORT_ERROR,
+    PORT_VALUE,
+    Payload,
+    decode,
+)
 
 __all__ = [
     "CountPort",
@@ -26,6 +33,7 @@ __all__ = [
     "PortEntry",
     "QueuePort",
     "StreamPort",
+    "ValuePort",
     "decode_ranked",
     "decode_reply",
 ]
@@ -96,6 +104,19 @@ class OncePort(Completion, PortEntry):
         if not self.closed:
             self.closed = True
             _settle(self, exc=exc)
+
+
+class ValuePort(OncePort):
+    """A `OncePort` that a plain value (no out-of-band buffers) completes with its pickle bytes
+    alone, anything else with the raw reply `(status, payload)` (`call_one`, `choose`). Bytes
+    are not tracked by the garbage collector and the two tuples of a raw reply are: W3 keeps
+    10,000 replies waiting to be read."""
+
+    def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
+        if not self.closed:
+            self.closed = True
+            self.finish_value(payload[0] if status == PORT_VALUE and not payload[1]
+                              else (status, payload))
 
 
 class GatherPort(PortEntry):
