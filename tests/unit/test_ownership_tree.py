@@ -105,3 +105,18 @@ def test_tree_concurrent_reports_of_one_rank_deliver_exactly_once() -> None:
     for t in threads:
         t.join()
     assert sum(r is not None for r in results) == 1
+
+
+def test_tree_clean_only_while_known_running_and_unfailed() -> None:
+    # `clean` is the call path's shortcut past `status`: anything but a known mesh that is
+    # neither stopped nor failed must take the closer look.
+    tree = _tree()
+    assert tree.clean("workers-1") and tree.clean("procs-1")
+    assert not tree.clean("elsewhere-1")
+    tree.rank_failed("workers-1", 3, "boom")
+    assert not tree.clean("workers-1")
+    assert tree.stopping("procs-1")
+    assert not tree.clean("procs-1")
+    tree.add("later-1", "later", ROOT, 1, actors=True)
+    tree.forget("later-1")
+    assert not tree.clean("later-1")

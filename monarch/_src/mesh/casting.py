@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from monarch._src.mesh import hooks, observe, relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.control_ops import Cancel
+from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import start_handing, stop_handing
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import CALL, Call, Control, Envelope, encode
@@ -289,20 +290,25 @@ def post_one(mesh: ActorMesh[Any], method: str, encoded: Encoded, entry: PortEnt
              spawned: int, cast: CastPlan) -> Any:
     """`call_one`'s and `choose`'s post, when nothing calls for `post_call`'s general path: open
     the reply port with `entry` and post one CALL to the view's rank `rank` (`spawned`: its
-    rank in the mesh as spawned), the mesh already checked usable. Returns the reply port, or
-    None (nothing done) when the call needs the general path: reply ports among the arguments,
-    a payload that posts itself, telemetry, or a cast through the relays."""
+    rank in the mesh as spawned). Returns the reply port, or None (nothing done) when the call
+    needs the general path: a mesh or proc mesh that was stopped or has a failed rank (whose
+    calls are refused, `check`) or is not known here, reply ports among the arguments, a
+    payload that posts itself, telemetry, or a cast through the relays."""
     payload, handed = encoded
-    if handed or type(payload) is not tuple or record.SINK is not None:
-        return None
-    if relay.hosts_of(cast.proc_mesh._table) is not None:
+    table = cast.proc_mesh._table
+    if (handed or type(payload) is not tuple or record.SINK is not None
+            or mesh._stopped is not None or table.stopped is not None or table.failed
+            or not tree.clean(cast.actor_key) or relay.hosts_of(table) is not None):
         return None
     proc = cast.procs[cast.ranks[rank]]
     mailbox = get_runtime().mailbox
     reply = mailbox.open_port(entry, (proc,))
     env = Call(CALL, cast.actor_key, method, payload, reply, (rank, cast.labels, cast.sizes),
                None, None)
-    mailbox.post_all([(proc, env)], payload)  # (with buffers, returns once they were written)
+    if payload[1]:
+        mailbox.post_all([(proc, env)], payload)  # returns once the buffers were written
+    else:
+        mailbox.post(proc, env)
     traffic.sent[(cast.actor_key, spawned)] += 1
     return reply
 

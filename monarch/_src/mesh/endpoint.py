@@ -151,7 +151,7 @@ class Endpoint(Generic[P, R]):
     # ---- adverbs ------------------------------------------------------------------------
     def call_one(self, *args: P.args, **kwargs: P.kwargs) -> Future[R]:
         """Call the single actor of this mesh; returns its value."""
-        cast = casting.plan(self._mesh)
+        cast = self._mesh._plan or casting.plan(self._mesh)
         n = len(cast.ranks)
         if n != 1:
             raise ValueError(f"call_one requires exactly 1 actor, but mesh has {n}")
@@ -181,18 +181,19 @@ class Endpoint(Generic[P, R]):
     def _single(self, rank: int, args: tuple[Any, ...], kwargs: dict[str, Any],
                 cast: casting.CastPlan) -> Future[R]:
         encoded = casting.encode_args(self, args, kwargs)
-        refused = self._refused(cast)
-        if refused is not None:
-            return Future.from_concurrent(refused, None, self._supervision)
+        mesh = self._mesh
         entry = ValuePort()
-        spawned = self._mesh._spawned_rank(rank)
-        reply = casting.post_one(self._mesh, self._name, encoded, entry, rank, spawned, cast)
+        spawned = mesh._spawned_rank(rank)
+        reply = casting.post_one(mesh, self._name, encoded, entry, rank, spawned, cast)
         if reply is None:  # the general path
+            refused = self._refused(cast)
+            if refused is not None:
+                return Future.from_concurrent(refused, None, self._supervision)
             # The proc of `rank`, and its host's relay when calls go through one.
             reply = get_runtime().mailbox.open_port(entry, cast.procs_of([rank]))
             self._post(encoded, reply, [rank], cast=cast)
         fut: _OneCall = _OneCall.from_concurrent(  # type: ignore[assignment]
-            entry.cf, None, self._map_error, _by_method)
+            entry, None, self._map_error, _by_method)
         fut._endpoint, fut._port, fut._rank, fut._spawned = self, reply[1], rank, spawned
         return fut
 

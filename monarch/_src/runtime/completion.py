@@ -42,12 +42,14 @@ _lock = _thread.allocate_lock()  # guards the state, blocked threads and callbac
 class Completion(concurrent.futures.Future[Any]):
     """A light `concurrent.futures.Future` (see the module docstring)."""
 
-    def __init__(self) -> None:  # the base initializer would make the Condition
-        self._state = _PENDING
-        self._result: Any = None
-        self._exception: BaseException | None = None
-        self._blocked: list[Any] | None = None  # locks of threads waiting in result()/exception()
-        self._callbacks: list[Callable[[Any], Any]] | None = None
+    # A new completion's state is these class attributes: an instance gets its own as they
+    # change, and making one runs no Python code (the base initializer would make the Condition).
+    _state = _PENDING
+    _result: Any = None
+    _exception: BaseException | None = None
+    _blocked: list[Any] | None = None  # locks of threads waiting in result()/exception()
+    _callbacks: list[Callable[[Any], Any]] | None = None
+    __init__ = object.__init__
 
     def __getattr__(self, name: str) -> Any:
         # Only what the standard future's initializer would have set is missing here.

@@ -185,8 +185,9 @@ class CountPort(GatherPort):
     def __init__(self, n: int) -> None:
         super().__init__(n)
         if n == 0:
-            self.cf = Completion()
-            self.cf.set_result(None)
+            done = Completion()
+            done.set_result(None)
+            self.cf = done
 
     def deliver(self, payload: Payload, rank: int | None, status: int) -> None:
         if self.closed:

@@ -120,6 +120,12 @@ class OwnershipTree:
         record = self._meshes.get(key)
         return None if record is None else (record.stopped, record.failed)
 
+    def clean(self, key: str) -> bool:
+        """Whether mesh `key` is known here, not stopped and with no failed rank: a call to it
+        needs no closer look (`status`)."""
+        record = self._meshes.get(key)
+        return record is not None and not record.stopped and not record.failed
+
     def knows(self, key: str) -> bool:
         """Whether mesh `key` was spawned here (and not forgotten long ago)."""
         with self._lock:
