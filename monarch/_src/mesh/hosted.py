@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import pickle
 import textwrap
 import threading
 import traceback
@@ -284,7 +285,7 @@ class HostedActor:
         method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
         queued_us = self._queued_us.pop(id(env), None) if self._queued_us else None
         cancellation = self.cancellation
-        if cancellation.drop_queued(reply):
+        if cancellation.cancelled and cancellation.drop_queued(reply):
             return None
         point = self._points.get(cast)
         if point is None:
@@ -292,7 +293,8 @@ class HostedActor:
         set_message_rank(point)
         previous = start_receiving(self)
         try:
-            args, kwargs = decode(payload)
+            data, buffers = payload
+            args, kwargs = pickle.loads(data) if not buffers else decode(payload)
         except Exception as exc:
             if reply is not None:
                 self._send_error(reply, cast[0], self.actor_error(method, exc))
@@ -362,7 +364,8 @@ class HostedActor:
                 return None
             self._outcome_base_error(method, exc, reply, cast[0])
             return None
-        cancellation.ended(env.reply)
+        if cancellation.cancelled:
+            cancellation.ended(env.reply)
         if reply is not None:
             self._send_value(reply, cast[0], result, method)
         return None

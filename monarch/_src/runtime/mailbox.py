@@ -561,7 +561,11 @@ class Mailbox:
     # ---- replies ----------------------------------------------------------------------------
     def reply(self, port: PortAddr, value: Any, rank: int | None = None) -> None:
         payload = encode(value)
-        self.post_all([(port[0], PortMsg(PORT, port[1], payload, rank, PORT_VALUE))], payload)
+        msg = PortMsg(PORT, port[1], payload, rank, PORT_VALUE)
+        if payload[1]:
+            self.post_all([(port[0], msg)], payload)  # returns once the buffers were written
+        else:
+            self.post(port[0], msg)
 
     def reply_error(self, port: PortAddr, exc: BaseException, rank: int | None = None) -> None:
         self.post(port[0], PortMsg(PORT, port[1], encode(exc), rank, PORT_ERROR))
