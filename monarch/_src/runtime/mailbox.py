@@ -248,19 +248,22 @@ class Mailbox:
         if entry is None or entry.closed:
             return
         alias, dead = self._alias, self._dead
-        live = []
-        for peer in peers:
-            peer = alias.get(peer, peer)
-            if peer in dead:
-                entry.fail(_as_supervision_error(dead[peer]))
-                if entry.closed:
-                    self._close_port(port_id)
-                    return
-            else:
-                live.append(peer)
-        self._port_peers[port_id] = tuple(live)
+        # The most frequent: one peer (a call_one), alive and under its own address.
+        if len(peers) != 1 or peers[0] in alias or peers[0] in dead:
+            live = []
+            for peer in peers:
+                peer = alias.get(peer, peer)
+                if peer in dead:
+                    entry.fail(_as_supervision_error(dead[peer]))
+                    if entry.closed:
+                        self._close_port(port_id)
+                        return
+                else:
+                    live.append(peer)
+            peers = tuple(live)
+        self._port_peers[port_id] = peers
         all_waiting = self._waiting
-        for peer in live:
+        for peer in peers:
             waiting = all_waiting.get(peer)
             if waiting is None:
                 waiting = all_waiting[peer] = set()
@@ -342,11 +345,14 @@ class Mailbox:
         self._ports.pop(port_id, None)
         peers = self._port_peers.pop(port_id, None)
         if peers:
-            alias, all_waiting = self._alias, self._waiting
-            for peer in peers:
-                waiting = all_waiting.get(alias.get(peer, peer))
-                if waiting is not None:
-                    waiting.discard(port_id)
+            self._unwatch(port_id, peers)
+
+    def _unwatch(self, port_id: int, peers: tuple[str, ...]) -> None:
+        alias, all_waiting = self._alias, self._waiting
+        for peer in peers:
+            waiting = all_waiting.get(alias.get(peer, peer))
+            if waiting is not None:
+                waiting.discard(port_id)
 
     # ---- sending ----------------------------------------------------------------------------
     def post(self, addr: str, env: Envelope, written: Written = None) -> None:
@@ -489,7 +495,11 @@ class Mailbox:
             waiting.discard(port_id)
         entry.deliver(payload, rank, status)
         if entry.closed:
-            self._close_port(port_id)
+            self._ports.pop(port_id, None)
+            peers = self._port_peers.pop(port_id, None)
+            # Nothing more to unwatch when the one peer it waited on is the one that answered.
+            if peers and (len(peers) != 1 or peers[0] != peer):
+                self._unwatch(port_id, peers)
 
     def _dispatch(self, peer: str, env: Envelope) -> None:
         if type(env) is PortMsg:
