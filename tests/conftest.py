@@ -32,12 +32,18 @@ STOP_TIMEOUT = 30.0
 # it. What still lands in the machine's temporary folder is listed at the end of the run.
 _SYSTEM_TMP = tempfile.gettempdir()
 _SYSTEM_TMP_BEFORE = set(os.listdir(_SYSTEM_TMP))
-SESSION_TMP = tempfile.mkdtemp(prefix="monarch-tests-")
-os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = SESSION_TMP
-tempfile.tempdir = None  # gettempdir() reads TMPDIR again
-# Removed at exit, after the atexit handlers registered later (they run first): IPython's
-# test shell keeps its history database in a temporary folder and writes it at exit.
-atexit.register(shutil.rmtree, SESSION_TMP, True)
+if os.environ.get("MONARCH_PROC"):
+    # Imported by a proc that unpickled an actor class of a test module: no session here. A
+    # proc started from its command's environment alone (`inherit_env = False`) has no session
+    # folder to inherit, and one made here would outlive it (a proc ends without `atexit`).
+    SESSION_TMP = _SYSTEM_TMP
+else:
+    SESSION_TMP = tempfile.mkdtemp(prefix="monarch-tests-")
+    os.environ["TMPDIR"] = os.environ["TMUX_TMPDIR"] = SESSION_TMP
+    tempfile.tempdir = None  # gettempdir() reads TMPDIR again
+    # Removed at exit, after the atexit handlers registered later (they run first): IPython's
+    # test shell keeps its history database in a temporary folder and writes it at exit.
+    atexit.register(shutil.rmtree, SESSION_TMP, True)
 _ROOT = Path(__file__).resolve().parents[1]
 
 
