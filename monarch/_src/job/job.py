@@ -99,16 +99,11 @@ class JobTrait(abc.ABC):
         """
         if self._status == "running":
             return self._connect()
-        if cached_path is not None and os.path.exists(cached_path):
-            cached = job_load(cached_path)
-            if cached.active and cached.can_run(self):
-                cached._telemetry_config = self.__dict__.get("_telemetry_config")
-                cached._admin_config = self.__dict__.get("_admin_config")
-                adopt_mounts(cached, self)
-                return cached._connect()
-            if cached.active:
-                cached.kill()
-            os.remove(os.path.realpath(cached_path))  # the state, not a context's link to it
+        cached = None if cached_path is None else cached_runner(cached_path, self)
+        if cached is not None:
+            cached._telemetry_config = self.__dict__.get("_telemetry_config")
+            cached._admin_config = self.__dict__.get("_admin_config")
+            return cached._connect()
         self.apply()
         state = self._connect()
         if cached_path is not None:
@@ -299,6 +294,28 @@ def job_load(filename: str = DEFAULT_JOB_PATH) -> JobTrait:
             f"No job file at {filename!r}. Run `monarch apply` (or job.state()) first."
         ) from None
     return job_loads(data)
+
+
+def cached_runner(path: str, job: JobTrait) -> JobTrait | None:
+    """The job cached at `path` when it is running and `can_run(job)` (it takes `job`'s mount
+    declarations), else None: a cached job that cannot is killed and its state removed
+    (`discard_state`)."""
+    if not os.path.exists(path):
+        return None
+    cached = job_load(path)
+    if cached.active and cached.can_run(job):
+        adopt_mounts(cached, job)
+        return cached
+    discard_state(path, cached)
+    return None
+
+
+def discard_state(path: str, job: JobTrait) -> None:
+    """Kill `job`, loaded from `path`, if it is running, and remove its state: the file itself,
+    not a context's link to it (a symlink at `path` stays, dangling until the next apply)."""
+    if job.active:
+        job.kill()
+    os.remove(os.path.realpath(path))
 
 
 def job_loads(data: bytes) -> JobTrait:

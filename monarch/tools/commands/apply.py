@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from monarch.tools.commands._job import add_context_option
 
@@ -27,8 +26,8 @@ def run(args: argparse.Namespace) -> int:
     this command exits (a reused job takes the spec's declarations; other ones replace the
     daemon's)."""
     from monarch._src.job.current import job_path, load_job_spec, recorded_spec, set_current_job
-    from monarch._src.job.job import job_load
-    from monarch._src.job.mounts import adopt_mounts, start_mounts, use_mount_daemon
+    from monarch._src.job.job import cached_runner
+    from monarch._src.job.mounts import start_mounts, use_mount_daemon
 
     use_mount_daemon()
     spec = args.module_path or recorded_spec(args.context)
@@ -40,16 +39,7 @@ def run(args: argparse.Namespace) -> int:
     job = load_job_spec(spec)
     set_current_job(spec, args.context)
     path = job_path(args.context)
-    running = None
-    if os.path.exists(path):
-        cached = job_load(path)
-        if cached.active and cached.can_run(job):
-            adopt_mounts(cached, job)
-            running = cached
-        else:
-            if cached.active:
-                cached.kill()
-            os.remove(os.path.realpath(path))  # the state, not the context's link to it
+    running = cached_runner(path, job)
     if running is None:
         job.apply(args.client_script)
         if args.client_script is not None:

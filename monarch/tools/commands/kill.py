@@ -20,15 +20,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def run(args: argparse.Namespace) -> int:
     """Kill the job recorded in the context and remove its cache file."""
     from monarch._src.job.current import job_path
-    from monarch._src.job.job import job_load
+    from monarch._src.job.job import discard_state, job_load
 
     path = job_path(args.context)
     if not os.path.exists(path):
         print(f"no job to kill ({path} does not exist)")
         return 0
     job = job_load(path)
-    if job.active:
-        job.kill()
-    os.remove(os.path.realpath(path))  # the state: a context's link to it stays
+    discard_state(path, job)
     print(f"job {job.apply_id} killed")
     return 0
