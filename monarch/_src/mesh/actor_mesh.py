@@ -158,6 +158,14 @@ class ActorMesh(MeshTrait, Generic[T]):
             local = self._local = {g: i for i, g in enumerate(self._spawned_ranks)}
         return local
 
+    def _plainly_usable(self) -> bool:
+        """Whether `_check_usable` passes for any ranks, read from flags alone (the call path's
+        shortcut): the mesh is known here, neither it nor its procs were stopped, and none of
+        their ranks failed. False says only that a closer look is needed."""
+        table = self._proc_mesh._table
+        return (self._stopped is None and table.stopped is None and not table.failed
+                and tree.clean(self._key))
+
     def _check_usable(self, endpoint: str, ranks: list[int]) -> None:
         # Meshes spawned in this process (and their slices): a stopped mesh or a failed rank
         # fails the call at once, before anything is sent. References elsewhere learn it from

@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from monarch._src.mesh import hooks, observe, relay, traffic
 from monarch._src.mesh.context import current_instance
 from monarch._src.mesh.control_ops import Cancel
-from monarch._src.mesh.ownership import tree
 from monarch._src.mesh.port import start_handing, stop_handing
 from monarch._src.runtime.control import control
 from monarch._src.runtime.envelope import CALL, Call, Control, Envelope, encode
@@ -295,20 +294,15 @@ def post_one(mesh: ActorMesh[Any], method: str, encoded: Encoded, entry: PortEnt
     calls are refused, `check`) or is not known here, reply ports among the arguments, a
     payload that posts itself, telemetry, or a cast through the relays."""
     payload, handed = encoded
-    table = cast.proc_mesh._table
     if (handed or type(payload) is not tuple or record.SINK is not None
-            or mesh._stopped is not None or table.stopped is not None or table.failed
-            or not tree.clean(cast.actor_key) or relay.hosts_of(table) is not None):
+            or not mesh._plainly_usable() or relay.hosts_of(cast.proc_mesh._table) is not None):
         return None
     proc = cast.procs[cast.ranks[rank]]
     mailbox = get_runtime().mailbox
     reply = mailbox.open_port(entry, (proc,))
     env = Call(CALL, cast.actor_key, method, payload, reply, (rank, cast.labels, cast.sizes),
                None, None)
-    if payload[1]:
-        mailbox.post_all([(proc, env)], payload)  # returns once the buffers were written
-    else:
-        mailbox.post(proc, env)
+    mailbox.post_waiting(proc, env)
     traffic.sent[(cast.actor_key, spawned)] += 1
     return reply
 

@@ -72,7 +72,7 @@ class _OneCall(Future[Any]):
 
     def _decode_raw(self, raw: Any) -> Any:
         endpoint = self._endpoint
-        traffic.answered[(endpoint._mesh._key, self._spawned)] += 1
+        traffic.count_answered(endpoint._mesh._key, self._spawned)
         if type(raw) is bytes:  # a plain value (`ValuePort`)
             return pickle.loads(raw)
         return endpoint._decode_one(raw)

@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import pickle
 import textwrap
 import threading
 import traceback
@@ -285,7 +284,7 @@ class HostedActor:
         method, payload, reply, cast = env.method, env.payload, env.reply, env.cast_rank
         queued_us = self._queued_us.pop(id(env), None) if self._queued_us else None
         cancellation = self.cancellation
-        if cancellation.cancelled and cancellation.drop_queued(reply):
+        if cancellation.drop_queued(reply):
             return None
         point = self._points.get(cast)
         if point is None:
@@ -293,8 +292,7 @@ class HostedActor:
         set_message_rank(point)
         previous = start_receiving(self)
         try:
-            data, buffers = payload
-            args, kwargs = pickle.loads(data) if not buffers else decode(payload)
+            args, kwargs = decode(payload)
         except Exception as exc:
             if reply is not None:
                 self._send_error(reply, cast[0], self.actor_error(method, exc))
@@ -364,8 +362,7 @@ class HostedActor:
                 return None
             self._outcome_base_error(method, exc, reply, cast[0])
             return None
-        if cancellation.cancelled:
-            cancellation.ended(env.reply)
+        cancellation.ended(env.reply)
         if reply is not None:
             self._send_value(reply, cast[0], result, method)
         return None

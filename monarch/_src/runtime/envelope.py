@@ -165,6 +165,8 @@ def encode(obj: Any) -> Payload:
 def decode(payload: Payload) -> Any:
     """The object `encode` serialized (in the consumer's thread)."""
     data, buffers = payload
+    if not buffers:  # most calls and replies: no list of views to make
+        return serialization.loads(data)
     return serialization.loads(data, [memoryview(b) for b in buffers])
 
 

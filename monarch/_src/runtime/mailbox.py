@@ -341,18 +341,18 @@ class Mailbox:
         """Forget a port; later replies to it are dropped (any thread)."""
         self.loop.call_soon_threadsafe(self._close_port, port[1])
 
-    def _close_port(self, port_id: int) -> None:
+    def _close_port(self, port_id: int, answered: str | None = None) -> None:
+        """Drop the port and its watches; `answered`: the peer whose reply closed it, whose
+        watch `_port_msg` dropped already (nothing is left to unwatch when it was the only
+        one)."""
         self._ports.pop(port_id, None)
         peers = self._port_peers.pop(port_id, None)
-        if peers:
-            self._unwatch(port_id, peers)
-
-    def _unwatch(self, port_id: int, peers: tuple[str, ...]) -> None:
-        alias, all_waiting = self._alias, self._waiting
-        for peer in peers:
-            waiting = all_waiting.get(alias.get(peer, peer))
-            if waiting is not None:
-                waiting.discard(port_id)
+        if peers and (len(peers) != 1 or peers[0] != answered):
+            alias, all_waiting = self._alias, self._waiting
+            for peer in peers:
+                waiting = all_waiting.get(alias.get(peer, peer))
+                if waiting is not None:
+                    waiting.discard(port_id)
 
     # ---- sending ----------------------------------------------------------------------------
     def post(self, addr: str, env: Envelope, written: Written = None) -> None:
@@ -449,6 +449,14 @@ class Mailbox:
             self.post(addr, env, done.tick)
         done.wait()
 
+    def post_waiting(self, addr: str, env: Call | PortMsg) -> None:
+        """`post_all` of one call or reply: `post`, and when its payload has out-of-band
+        buffers, return only once they were written (without the list `post_all` takes)."""
+        if env.payload[1]:
+            self.post_all([(addr, env)], env.payload)
+        else:
+            self.post(addr, env)
+
     def resolve(self, pending_key: str, addr: str) -> None:
         """The proc known as `pending_key` listens at `addr`: release what was held (loop).
 
@@ -495,11 +503,7 @@ class Mailbox:
             waiting.discard(port_id)
         entry.deliver(payload, rank, status)
         if entry.closed:
-            self._ports.pop(port_id, None)
-            peers = self._port_peers.pop(port_id, None)
-            # Nothing more to unwatch when the one peer it waited on is the one that answered.
-            if peers and (len(peers) != 1 or peers[0] != peer):
-                self._unwatch(port_id, peers)
+            self._close_port(port_id, peer)
 
     def _dispatch(self, peer: str, env: Envelope) -> None:
         if type(env) is PortMsg:
@@ -571,11 +575,7 @@ class Mailbox:
     # ---- replies ----------------------------------------------------------------------------
     def reply(self, port: PortAddr, value: Any, rank: int | None = None) -> None:
         payload = encode(value)
-        msg = PortMsg(PORT, port[1], payload, rank, PORT_VALUE)
-        if payload[1]:
-            self.post_all([(port[0], msg)], payload)  # returns once the buffers were written
-        else:
-            self.post(port[0], msg)
+        self.post_waiting(port[0], PortMsg(PORT, port[1], payload, rank, PORT_VALUE))
 
     def reply_error(self, port: PortAddr, exc: BaseException, rank: int | None = None) -> None:
         self.post(port[0], PortMsg(PORT, port[1], encode(exc), rank, PORT_ERROR))
